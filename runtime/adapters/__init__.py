@@ -1,0 +1,1 @@
+"""Adapters: how a run's plan is executed (DESIGN §8)."""

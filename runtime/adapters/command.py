@@ -1,0 +1,147 @@
+"""The command adapter: a closed argv template run without a shell (DESIGN §8).
+
+The command gets a minimal environment, its own process group (killed whole on
+time-out), and its stdout and stderr captured to the run directory up to a size cap.
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+#: Environment a command sees. Secrets (FACTORY_*_SECRET, FACTORY_API_TOKEN, the
+#: operator password) are never passed; the database and directory settings are, so
+#: the built-in commands (``manage.py health``) reach the same runtime.
+PASSED_ENVIRONMENT = (
+    "PATH", "HOME", "LANG", "LC_ALL", "DATABASE_URL", "FACTORY_REGISTRY_DIR", "FACTORY_CONFIG_DIR",
+    "FACTORY_ROOT", "FACTORY_RUNS_DIR", "FACTORY_LOG_LEVEL", "DJANGO_SECRET_KEY",
+)
+TAIL_BYTES = 64 * 1024
+#: After SIGTERM to the process group, how long before SIGKILL.
+KILL_GRACE_SECONDS = 5
+POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """How a command ended: ``exit_code`` (None when killed for its time-out) and its output."""
+
+    exit_code: int | None
+    timed_out: bool
+    stdout_tail: str
+    stdout_path: str
+    not_found: str = ""
+    aborted: bool = False
+
+
+def minimal_environment(run_id: int, run_dir: Path) -> dict[str, str]:
+    env = {name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(
+        TZ="UTC",
+        FACTORY_ROOT=str(settings.FACTORY_ROOT),
+        FACTORY_RUN_ID=str(run_id),
+        FACTORY_RUN_DIR=str(run_dir),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def _copy_capped(stream, path: Path, cap: int, tail: deque | None) -> None:
+    """Copy a pipe to ``path`` up to ``cap`` bytes (noting the truncation), keeping a tail."""
+    written = 0
+    truncated = False
+    with path.open("wb") as out:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            if tail is not None:
+                tail.extend(chunk)
+            room = cap - written
+            if room > 0:
+                out.write(chunk[:room])
+                written += min(room, len(chunk))
+            truncated = truncated or len(chunk) > room
+        if truncated:
+            out.write(f"\n[output truncated at {cap} bytes]\n".encode())
+    stream.close()
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL, to the command's process group; a no-op once it is empty."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=KILL_GRACE_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_command(
+    argv: list[str],
+    *,
+    run_id: int,
+    run_dir: Path,
+    capture_name: str,
+    timeout_seconds: int,
+    stdout_cap: int,
+    while_waiting: Callable[[], bool] = lambda: True,
+) -> CommandOutcome:
+    """Run ``argv`` (``{runId}``/``{runDir}`` filled here) in ``run_dir`` and wait for it.
+
+    ``while_waiting`` is called about every 0.2 s (the worker renews its lease there);
+    when it returns False the command is killed and the outcome is ``aborted``. On
+    time-out the whole process group gets SIGTERM, then SIGKILL after 5 s. Whatever the
+    command left behind in its process group is killed when it exits.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    argv = [arg.replace("{runId}", str(run_id)).replace("{runDir}", str(run_dir)) for arg in argv]
+    stdout_path = run_dir / capture_name
+    try:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=run_dir,
+            env=minimal_environment(run_id, run_dir),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return CommandOutcome(None, False, "", "", not_found=f"{argv[0]}: {exc.strerror or exc}")
+    tail: deque = deque(maxlen=TAIL_BYTES)
+    readers = [
+        threading.Thread(target=_copy_capped, args=(process.stdout, stdout_path, stdout_cap, tail), daemon=True),
+        threading.Thread(target=_copy_capped, args=(process.stderr, run_dir / "stderr.log", stdout_cap, None), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout_seconds
+    timed_out = aborted = False
+    while process.poll() is None:
+        if time.monotonic() >= deadline:
+            timed_out = True
+            break
+        if not while_waiting():
+            aborted = True
+            break
+        time.sleep(POLL_SECONDS)
+    _kill_group(process)
+    for reader in readers:
+        reader.join(timeout=KILL_GRACE_SECONDS)
+    return CommandOutcome(
+        exit_code=None if timed_out or aborted else process.returncode,
+        timed_out=timed_out,
+        aborted=aborted,
+        stdout_tail=bytes(tail).decode("utf-8", errors="replace"),
+        stdout_path=str(stdout_path),
+    )

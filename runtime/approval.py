@@ -1,0 +1,131 @@
+"""Operators deciding proposals: approve queues the run, reject records why (DESIGN §7).
+
+The admin inbox, ``manage.py approve/reject`` and any API call these two functions;
+nothing else changes a proposal's status.
+"""
+
+import logging
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+
+from .journal import record
+from .models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run
+from .planning import queue_run
+
+logger = logging.getLogger(__name__)
+
+APPROVE_PERMISSION = "runtime.approve_proposal"
+
+
+class ApprovalRefused(Exception):
+    """A decision that may not be taken; ``reason`` is machine-readable."""
+
+    def __init__(self, reason: str, detail: str):
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}")
+
+
+def _check_permission(user) -> None:
+    if user is None or not user.is_active or not user.has_perm(APPROVE_PERMISSION):
+        name = user.get_username() if user is not None else "nobody"
+        raise ApprovalRefused("permission_denied", f"{name} lacks the approve_proposal permission")
+
+
+def _decision_data(via: str, os_user: str | None, note: str = "") -> dict:
+    data = {"via": via}
+    if os_user:
+        data["osUser"] = os_user
+    if note:
+        data["note"] = note
+    return data
+
+
+def approve_proposal(
+    proposal_id: int, *, user, now: datetime, via: str = "admin", os_user: str | None = None
+) -> Run:
+    """Approve a pending proposal as ``user`` and queue its run; returns the run.
+
+    Older pending proposals of the same loop (and key) become ``superseded``, except
+    for ``catchUp: all`` loops. Raises ApprovalRefused with reason ``permission_denied``,
+    ``not_found``, ``not_pending`` or ``previous_run_in_flight`` (the proposal then
+    stays pending).
+    """
+    _check_permission(user)
+    try:
+        with transaction.atomic():
+            updated = Proposal.objects.filter(pk=proposal_id, status=ProposalStatus.PENDING).update(
+                status=ProposalStatus.APPROVED, actor=Actor.OPERATOR, decided_by=user, decided_at=now
+            )
+            proposal = Proposal.objects.select_related("event").filter(pk=proposal_id).first()
+            if proposal is None:
+                raise ApprovalRefused("not_found", f"there is no proposal {proposal_id}")
+            if not updated:
+                raise ApprovalRefused("not_pending", f"proposal {proposal_id} is {proposal.status}, not pending")
+            data = _decision_data(via, os_user)
+            record(
+                "proposal_approved", Actor.OPERATOR, at=now, actor_name=user.get_username(),
+                event=proposal.event, proposal=proposal, data=data,
+            )
+            run = queue_run(proposal, actor=Actor.OPERATOR, approved_by=user, now=now)
+            if proposal.loop and proposal.catch_up != "all":
+                _supersede_older(proposal, user, now)
+    except IntegrityError:
+        if proposal.singleton_key and Run.objects.filter(
+            singleton_key=proposal.singleton_key, status__in=ACTIVE_RUN_STATUSES
+        ).exists():
+            raise ApprovalRefused(
+                "previous_run_in_flight",
+                f"loop {proposal.loop} has a run in flight; proposal {proposal_id} stays pending",
+            ) from None
+        raise
+    logger.info(
+        "proposal %s approved by %s via %s", proposal_id, user.get_username(), via,
+        extra={"action": "proposal_approved", "proposal": proposal_id},
+    )
+    return run
+
+
+def _supersede_older(proposal: Proposal, user, now: datetime) -> None:
+    """Running an idempotent loop once now equals running it for every stale slot (DESIGN §7)."""
+    older = list(
+        Proposal.objects.filter(
+            loop=proposal.loop, loop_key=proposal.loop_key, status=ProposalStatus.PENDING, id__lt=proposal.id
+        ).select_related("event")
+    )
+    if not older:
+        return
+    Proposal.objects.filter(pk__in=[p.pk for p in older], status=ProposalStatus.PENDING).update(
+        status=ProposalStatus.SUPERSEDED, actor=Actor.SYSTEM, decided_at=now,
+        note=f"superseded by proposal {proposal.pk}",
+    )
+    for stale in older:
+        record(
+            "proposal_superseded", Actor.SYSTEM, at=now, event=stale.event, proposal=stale,
+            data={"supersededBy": proposal.pk, "approvedBy": user.get_username()},
+        )
+
+
+def reject_proposal(
+    proposal_id: int, *, user, now: datetime, note: str = "", via: str = "admin", os_user: str | None = None
+) -> Proposal:
+    """Reject a pending proposal as ``user`` with an optional note; returns the proposal.
+
+    Raises ApprovalRefused with reason ``permission_denied``, ``not_found`` or ``not_pending``.
+    """
+    _check_permission(user)
+    with transaction.atomic():
+        updated = Proposal.objects.filter(pk=proposal_id, status=ProposalStatus.PENDING).update(
+            status=ProposalStatus.REJECTED, actor=Actor.OPERATOR, decided_by=user, decided_at=now, note=note
+        )
+        proposal = Proposal.objects.select_related("event").filter(pk=proposal_id).first()
+        if proposal is None:
+            raise ApprovalRefused("not_found", f"there is no proposal {proposal_id}")
+        if not updated:
+            raise ApprovalRefused("not_pending", f"proposal {proposal_id} is {proposal.status}, not pending")
+        record(
+            "proposal_rejected", Actor.OPERATOR, at=now, actor_name=user.get_username(),
+            event=proposal.event, proposal=proposal, data=_decision_data(via, os_user, note),
+        )
+    return proposal

@@ -1,0 +1,269 @@
+"""The runtime's tables: events, proposals, runs, the journal (DESIGN §3, §7, §8, §9).
+
+Models own their invariants and pure computation; transitions across tables live in
+``runtime.services`` (planning, approval, runs) so every change runs in one transaction.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from .timefmt import format_instant
+
+
+class Door(models.TextChoices):
+    """Who brought an event in; it decides the actor and whether auto may apply (DESIGN §3)."""
+
+    SCHEDULE = "schedule"
+    CHAIN = "chain"
+    GITHUB = "github"
+    EVENTS = "events"
+    INJECT = "inject"
+
+
+class Actor(models.TextChoices):
+    """Who did something recorded in the journal (DESIGN §9)."""
+
+    OPERATOR = "operator"
+    SCHEDULE = "schedule"
+    GITHUB = "github"
+    EVENTS = "events"
+    INJECT = "inject"
+    BRIDGE = "bridge"
+    CHAIN = "chain"
+    SYSTEM = "system"
+
+
+class PlanningOutcome(models.TextChoices):
+    PROPOSED = "PROPOSED"
+    APPROVED = "APPROVED"
+    NOOP = "NOOP"
+    REFUSED = "REFUSED"
+
+
+class ProposalStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    SUPERSEDED = "superseded"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    ABANDONED = "abandoned"
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.CLAIMED, RunStatus.RUNNING)
+TERMINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.ABANDONED)
+
+
+class Event(models.Model):
+    """An admitted ``factory.event/v1`` envelope; unique on ``event_id`` forever."""
+
+    event_id = models.CharField(max_length=200, unique=True)
+    type = models.CharField(max_length=200, db_index=True)
+    source = models.CharField(max_length=100)
+    subject = models.CharField(max_length=200)
+    occurred_at = models.DateTimeField()
+    correlation_id = models.CharField(max_length=200, db_index=True)
+    causation_id = models.CharField(max_length=200, null=True, blank=True)
+    payload = models.JSONField()
+    door = models.CharField(max_length=16, choices=Door.choices)
+    admitted_at = models.DateTimeField()
+    # Set only for ticks that came through the schedule door (DESIGN §5).
+    loop = models.CharField(max_length=63, null=True, blank=True)
+    loop_key = models.CharField(max_length=100, null=True, blank=True)
+    slot = models.DateTimeField(null=True, blank=True)
+    planned_at = models.DateTimeField(null=True, blank=True)
+    planning_outcome = models.CharField(max_length=16, choices=PlanningOutcome.choices, null=True, blank=True)
+    planning_reason = models.CharField(max_length=100, blank=True, default="")
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            # The planner's queue: admitted events not planned yet, in admission order.
+            models.Index(fields=["id"], condition=Q(planned_at__isnull=True), name="event_unplanned_idx"),
+            # "Last tick of each loop" for the schedule views and the doctor.
+            models.Index(fields=["loop", "loop_key", "-id"], condition=Q(loop__isnull=False), name="event_tick_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.event_id
+
+    @property
+    def is_tick(self) -> bool:
+        return self.door == Door.SCHEDULE and self.loop is not None
+
+    def envelope(self) -> dict:
+        """The envelope as admitted (DESIGN §3)."""
+        data = {
+            "schemaVersion": "factory.event/v1",
+            "eventId": self.event_id,
+            "type": self.type,
+            "source": self.source,
+            "subject": self.subject,
+            "occurredAt": format_instant(self.occurred_at),
+            "correlationId": self.correlation_id,
+            "payload": self.payload,
+        }
+        if self.causation_id:
+            data["causationId"] = self.causation_id
+        return data
+
+
+class Proposal(models.Model):
+    """A planned event waiting for (or past) a decision; unique per idempotency key (DESIGN §7)."""
+
+    event = models.OneToOneField(Event, on_delete=models.PROTECT, related_name="proposal")
+    idempotency_key = models.CharField(max_length=400, unique=True)
+    loop = models.CharField(max_length=63, null=True, blank=True)
+    loop_key = models.CharField(max_length=100, null=True, blank=True)
+    catch_up = models.CharField(max_length=8, blank=True, default="")
+    # The run's singleton key, fixed at planning so approval needs no registry lookup.
+    singleton_key = models.CharField(max_length=170, null=True, blank=True)
+    definition = models.CharField(max_length=100)
+    status = models.CharField(max_length=16, choices=ProposalStatus.choices, default=ProposalStatus.PENDING)
+    plan = models.JSONField()
+    registry_digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+    actor = models.CharField(max_length=16, choices=Actor.choices, blank=True, default="")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-id"]
+        permissions = [("approve_proposal", "Can approve or reject proposals")]
+        indexes = [
+            # Supersede and pile-up counts: pending proposals of one loop (and key).
+            models.Index(fields=["loop", "loop_key", "id"], condition=Q(status="pending"), name="proposal_pending_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(status="pending") | Q(decided_at__isnull=True), name="proposal_pending_undecided"
+            ),
+            models.CheckConstraint(
+                condition=~Q(actor="operator") | Q(decided_by__isnull=False), name="proposal_operator_named"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"proposal {self.pk} ({self.definition}, {self.status})"
+
+
+class Run(models.Model):
+    """An approved plan's execution: claimed by a worker under a lease (DESIGN §8)."""
+
+    proposal = models.OneToOneField(Proposal, on_delete=models.PROTECT, related_name="run")
+    event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="runs")
+    idempotency_key = models.CharField(max_length=400, unique=True)
+    definition = models.CharField(max_length=100)
+    loop = models.CharField(max_length=63, null=True, blank=True)
+    loop_key = models.CharField(max_length=100, null=True, blank=True)
+    # Set for singleton loops: the loop name, or "<loop> <key>" for keyed loops.
+    singleton_key = models.CharField(max_length=170, null=True, blank=True)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField()
+    timeout_seconds = models.PositiveIntegerField()
+    plan = models.JSONField()
+    registry_digest = models.CharField(max_length=64)
+    actor = models.CharField(max_length=16, choices=Actor.choices)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    queued_at = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True, default="")
+    outcome = models.CharField(max_length=64, blank=True, default="")
+    reason = models.CharField(max_length=200, blank=True, default="")
+    summary = models.TextField(blank=True, default="")
+    result_data = models.JSONField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    stdout_path = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            # The workers' queue.
+            models.Index(fields=["id"], condition=Q(status="queued"), name="run_queued_idx"),
+            # Lease expiry sweep over claimed and running runs.
+            models.Index(fields=["lease_expires_at"], condition=Q(status__in=["claimed", "running"]), name="run_leased_idx"),
+        ]
+        constraints = [
+            # At most one active run per singleton loop (DESIGN §7.3): two planners or an
+            # approval racing a tick cannot both queue one.
+            models.UniqueConstraint(
+                fields=["singleton_key"],
+                condition=Q(status__in=["queued", "claimed", "running"]),
+                name="run_one_active_per_singleton",
+            ),
+            models.CheckConstraint(condition=Q(attempt__lte=F("max_attempts")), name="run_attempt_within_budget"),
+            models.CheckConstraint(
+                condition=~Q(actor="operator") | Q(approved_by__isnull=False), name="run_operator_named"
+            ),
+            models.CheckConstraint(
+                condition=Q(actor="operator") | Q(approved_by__isnull=True), name="run_only_operator_approves"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.definition}, {self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_RUN_STATUSES
+
+
+class JournalQuerySet(models.QuerySet):
+    """The journal is append-only: bulk updates and deletes are refused here and in the database."""
+
+    def update(self, **kwargs):
+        raise PermissionError("the journal is append-only")
+
+    def delete(self):
+        raise PermissionError("the journal is append-only")
+
+
+class JournalEntry(models.Model):
+    """One recorded decision or fact: who (actor) did what (action) to which rows (DESIGN §9)."""
+
+    at = models.DateTimeField()
+    action = models.CharField(max_length=64)
+    actor = models.CharField(max_length=16, choices=Actor.choices)
+    actor_name = models.CharField(max_length=150, blank=True, default="")
+    event = models.ForeignKey(Event, on_delete=models.PROTECT, null=True, blank=True, related_name="journal")
+    proposal = models.ForeignKey(Proposal, on_delete=models.PROTECT, null=True, blank=True, related_name="journal")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="journal")
+    data = models.JSONField(default=dict, blank=True)
+
+    objects = JournalQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "journal entries"
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(actor="operator") | ~Q(actor_name=""), name="journal_operator_named"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} by {self.actor}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise PermissionError("the journal is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("the journal is append-only")

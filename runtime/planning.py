@@ -1,0 +1,264 @@
+"""The planner: admitted events → proposals or approved runs (DESIGN §7).
+
+``plan_next_event`` handles one event, the oldest unplanned one, in one transaction;
+the slot loop calls it until it returns None. Two planners cannot plan one event
+twice: the event is claimed with a compare-and-swap on ``planned_at``, and proposals
+and runs are unique on their idempotency key.
+"""
+
+import logging
+import re
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from jsonschema import Draft202012Validator
+
+from .journal import record
+from .models import (
+    ACTIVE_RUN_STATUSES,
+    Actor,
+    Door,
+    Event,
+    PlanningOutcome,
+    Proposal,
+    ProposalStatus,
+    Run,
+)
+from .registry import Definition, Registry, get_registry
+
+logger = logging.getLogger(__name__)
+
+#: Doors whose events may follow their type's ``approval: auto`` (DESIGN §4); ticks
+#: follow their loop's policy instead.
+TYPE_AUTO_DOORS = (Door.GITHUB, Door.EVENTS, Door.INJECT, Door.CHAIN)
+DOOR_ACTOR = {door: Actor(door.value) for door in Door}
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+#: Filled only when the run exists; they stay as written in a proposal's plan.
+RUN_TIME_PLACEHOLDERS = ("runId", "runDir")
+
+
+@dataclass(frozen=True)
+class PlanningResult:
+    """What the planner decided for one event."""
+
+    event: Event
+    outcome: PlanningOutcome
+    reason: str = ""
+    proposal: Proposal | None = None
+    run: Run | None = None
+
+
+class PlanRenderError(ValueError):
+    """A command template could not be filled from the event."""
+
+
+def idempotency_key(event: Event) -> str:
+    """``<loop>:<slot>`` (``<loop>:<key>:<slot>``) for ticks, else the eventId (DESIGN §7.2)."""
+    if event.is_tick:
+        slot = event.payload["slot"]
+        return f"{event.loop}:{event.loop_key}:{slot}" if event.loop_key else f"{event.loop}:{slot}"
+    return event.event_id
+
+
+def singleton_key(loop: str, key: str | None) -> str:
+    """The value runs of one singleton loop (and key) share while active."""
+    return f"{loop} {key}" if key else loop
+
+
+def render_argv(definition: Definition, payload: dict) -> list[str] | None:
+    """Fill a command template's plan-time placeholders (DESIGN §8).
+
+    ``{factoryRoot}``, ``{python}``, ``{manage}`` and, for non-mutating definitions only,
+    ``{payload.<field>}``; ``{runId}``/``{runDir}`` are left for the worker. Raises
+    PlanRenderError when a payload field is missing or not a scalar.
+    """
+    if definition.command is None:
+        return None
+    values = {
+        "factoryRoot": str(settings.FACTORY_ROOT),
+        "python": sys.executable,
+        "manage": str(settings.BASE_DIR / "manage.py"),
+    }
+
+    def fill(match: re.Match) -> str:
+        name = match.group(1)
+        if name in RUN_TIME_PLACEHOLDERS:
+            return match.group(0)
+        if name in values:
+            return values[name]
+        field = name.removeprefix("payload.")
+        value = payload.get(field)
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise PlanRenderError(f"payload field {field!r} is missing or not a string or number")
+        return str(value)
+
+    return [PLACEHOLDER.sub(fill, arg) for arg in definition.command]
+
+
+def render_plan(definition: Definition, event: Event, registry: Registry) -> dict:
+    """The plan a proposal carries and a run executes: what will run, with what, under which registry."""
+    return {
+        "definition": definition.ref,
+        "adapter": definition.adapter,
+        "argv": render_argv(definition, event.payload),
+        "captureStdout": definition.capture_stdout,
+        "input": event.payload,
+        "mutating": definition.mutating,
+        "timeoutSeconds": definition.timeout_seconds,
+        "maxAttempts": definition.max_attempts,
+        "eventId": event.event_id,
+        "registryDigest": registry.digest,
+    }
+
+
+def approval_policy(event: Event, registry: Registry) -> str:
+    """``watched`` or ``auto`` for this event (DESIGN §7.4)."""
+    event_type = registry.event_types[event.type]
+    if event_type.human_approval_only:
+        return "watched"
+    if event.is_tick:
+        return registry.loops[event.loop].approval
+    if event.door in TYPE_AUTO_DOORS and event_type.approval == "auto":
+        return "auto"
+    return "watched"
+
+
+def plan_next_event(*, now: datetime, registry: Registry | None = None) -> PlanningResult | None:
+    """Plan the oldest unplanned event at ``now``; None when there is none waiting.
+
+    Returns the decision (also recorded on the event and in the journal). When another
+    planner claimed the candidate first, plans the next one.
+    """
+    registry = registry or get_registry()
+    while True:
+        candidate = (
+            Event.objects.filter(planned_at__isnull=True).order_by("id").values_list("id", flat=True).first()
+        )
+        if candidate is None:
+            return None
+        with transaction.atomic():
+            if not Event.objects.filter(pk=candidate, planned_at__isnull=True).update(planned_at=now):
+                continue
+            event = Event.objects.get(pk=candidate)
+            result = _plan(event, registry, now)
+            Event.objects.filter(pk=event.pk).update(planning_outcome=result.outcome, planning_reason=result.reason)
+        log = logger.warning if result.outcome == PlanningOutcome.REFUSED else logger.info
+        log(
+            "planned %s: %s %s",
+            event.event_id, result.outcome, result.reason,
+            extra={"action": "event_planned", "eventId": event.event_id, "outcome": result.outcome},
+        )
+        return result
+
+
+def plan_pending(*, now: datetime, limit: int = 1000, registry: Registry | None = None) -> int:
+    """Plan up to ``limit`` waiting events; returns how many were planned."""
+    count = 0
+    while count < limit and plan_next_event(now=now, registry=registry) is not None:
+        count += 1
+    return count
+
+
+def _finish(event: Event, outcome: PlanningOutcome, reason: str, now: datetime, data: dict | None = None):
+    action = {"NOOP": "event_noop", "REFUSED": "event_refused"}[outcome]
+    record(action, Actor.SYSTEM, at=now, event=event, data={"reason": reason, **(data or {})})
+    return PlanningResult(event, outcome, reason)
+
+
+def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
+    event_type = registry.event_types.get(event.type)
+    if event_type is None:
+        return _finish(event, PlanningOutcome.REFUSED, "unregistered_type", now)
+    definition = registry.definitions[event_type.target]
+    loop = registry.loops.get(event.loop) if event.is_tick else None
+    if event.is_tick and loop is None:
+        return _finish(event, PlanningOutcome.REFUSED, "unknown_loop", now, {"loop": event.loop})
+    if definition.input_schema is not None:
+        errors = [e.message for e in Draft202012Validator(definition.input_schema).iter_errors(event.payload)]
+        if errors:
+            return _finish(event, PlanningOutcome.REFUSED, "input_schema_violation", now, {"errors": errors[:10]})
+    key = idempotency_key(event)
+    if Proposal.objects.filter(idempotency_key=key).exists():
+        return _finish(event, PlanningOutcome.NOOP, "duplicate_idempotency_key", now, {"idempotencyKey": key})
+    single = singleton_key(loop.name, event.loop_key) if loop is not None and loop.singleton else None
+    if single and Run.objects.filter(singleton_key=single, status__in=ACTIVE_RUN_STATUSES).exists():
+        return _finish(event, PlanningOutcome.NOOP, "previous_run_in_flight", now, {"loop": loop.name})
+    try:
+        plan = render_plan(definition, event, registry)
+    except PlanRenderError as exc:
+        return _finish(event, PlanningOutcome.REFUSED, "plan_render_failed", now, {"detail": str(exc)})
+
+    auto = approval_policy(event, registry) == "auto"
+    door_actor = DOOR_ACTOR[Door(event.door)]
+    try:
+        with transaction.atomic():
+            proposal = Proposal.objects.create(
+                event=event,
+                idempotency_key=key,
+                loop=loop.name if loop else None,
+                loop_key=event.loop_key if loop else None,
+                catch_up=loop.catch_up if loop else "",
+                singleton_key=single,
+                definition=definition.ref,
+                status=ProposalStatus.APPROVED if auto else ProposalStatus.PENDING,
+                plan=plan,
+                registry_digest=registry.digest,
+                created_at=now,
+                actor=door_actor if auto else "",
+                decided_at=now if auto else None,
+            )
+            record(
+                "proposal_auto_approved" if auto else "proposal_created",
+                door_actor if auto else Actor.SYSTEM,
+                at=now,
+                event=event,
+                proposal=proposal,
+                data={"definition": definition.ref, "idempotencyKey": key, "approval": "auto" if auto else "watched"},
+            )
+            run = queue_run(proposal, actor=door_actor, approved_by=None, now=now) if auto else None
+    except IntegrityError:
+        # A run of this singleton loop was queued between the check above and here.
+        if single and Run.objects.filter(singleton_key=single, status__in=ACTIVE_RUN_STATUSES).exists():
+            return _finish(event, PlanningOutcome.NOOP, "previous_run_in_flight", now, {"loop": loop.name})
+        return _finish(event, PlanningOutcome.NOOP, "duplicate_idempotency_key", now, {"idempotencyKey": key})
+    outcome = PlanningOutcome.APPROVED if auto else PlanningOutcome.PROPOSED
+    return PlanningResult(event, outcome, "", proposal, run)
+
+
+def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:
+    """Create the queued run of an approved proposal and journal it.
+
+    Raises IntegrityError when the proposal's singleton loop already has an active run
+    (the database constraint ``run_one_active_per_singleton``). Call inside a transaction.
+    """
+    plan = proposal.plan
+    run = Run.objects.create(
+        proposal=proposal,
+        event_id=proposal.event_id,
+        idempotency_key=proposal.idempotency_key,
+        definition=proposal.definition,
+        loop=proposal.loop,
+        loop_key=proposal.loop_key,
+        singleton_key=proposal.singleton_key,
+        max_attempts=plan["maxAttempts"],
+        timeout_seconds=plan["timeoutSeconds"],
+        plan=plan,
+        registry_digest=proposal.registry_digest,
+        actor=actor,
+        approved_by=approved_by,
+        queued_at=now,
+    )
+    record(
+        "run_queued",
+        actor,
+        at=now,
+        actor_name=approved_by.get_username() if approved_by else "",
+        event=proposal.event,
+        proposal=proposal,
+        run=run,
+        data={"definition": run.definition},
+    )
+    return run

@@ -1,0 +1,35 @@
+"""The registry: kernel files, overlay, validation, digest (DESIGN §4)."""
+
+from .build import load_registry
+from .cadence import CadenceError, parse_every
+from .files import canonical_json
+from .model import (
+    TICK_BOOKKEEPING_FIELDS,
+    Definition,
+    Edge,
+    EventType,
+    Loop,
+    Registry,
+    RegistryError,
+    RegistryInvalid,
+    Repo,
+)
+from .store import get_registry, store
+
+__all__ = [
+    "TICK_BOOKKEEPING_FIELDS",
+    "CadenceError",
+    "Definition",
+    "Edge",
+    "EventType",
+    "Loop",
+    "Registry",
+    "RegistryError",
+    "RegistryInvalid",
+    "Repo",
+    "canonical_json",
+    "get_registry",
+    "load_registry",
+    "parse_every",
+    "store",
+]

@@ -1,0 +1,413 @@
+"""Load, merge and validate the registry, fail closed (DESIGN §4).
+
+``load_registry(registry_dir, config_dir)`` reads the tracked kernel (event types,
+definitions, edges, schedules, schemas), the instance overlay ``schedule.yaml`` and
+``repos.yaml``, and returns the effective ``Registry`` — or raises ``RegistryInvalid``
+with every error found, each naming the file, the entry and the rule.
+"""
+
+import re
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from referencing import Registry as SchemaRegistry
+from referencing import Resource
+
+from .cadence import CadenceError, parse_every
+from .files import compute_digest, display_path, read_json, read_yaml
+from .model import (
+    CLOSED_PLACEHOLDERS,
+    LOOP_NAME_PATTERN,
+    Definition,
+    Edge,
+    EdgeEmit,
+    EventType,
+    Loop,
+    Registry,
+    RegistryError,
+    RegistryInvalid,
+    Repo,
+)
+
+ADAPTERS = ("command", "agent", "fake")
+APPROVALS = ("watched", "auto")
+CATCH_UP_POLICIES = ("none", "last", "all")
+OUTPUT_CONTRACTS = ("factory.command-result/v1",)
+#: What an overlay may change on a kernel loop; everything else is pinned (DESIGN §4).
+OVERLAY_OVERRIDABLE = ("enabled", "every", "payload")
+#: What a new overlay loop must spell out; ``approval`` may only be ``watched``.
+OVERLAY_NEW_LOOP_REQUIRED = ("every", "eventType", "catchUp", "singleton", "enabled")
+KERNEL_LOOP_REQUIRED = ("every", "eventType")
+LOOP_DEFAULTS = {"catchUp": "none", "singleton": True, "approval": "watched", "enabled": False, "payload": {}}
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+SAMPLE_SLOT = "2026-01-01T00:00:00Z"
+
+
+class _Loader:
+    """One load of the registry; collects errors instead of stopping at the first."""
+
+    def __init__(self, registry_dir: Path, config_dir: Path):
+        self.registry_dir = registry_dir
+        self.config_dir = config_dir
+        self.errors: list[RegistryError] = []
+        self.meta = self._meta_registry()
+
+    # --- helpers ---------------------------------------------------------------------
+    def error(self, path: Path, entry: str, rule: str, detail: str) -> None:
+        self.errors.append(RegistryError(display_path(path), entry, rule, detail))
+
+    def _meta_registry(self) -> SchemaRegistry:
+        resources = []
+        for path in sorted((self.registry_dir / "schemas" / "meta").glob("*.json")):
+            contents = read_json(path, self.errors)
+            if isinstance(contents, dict):
+                resources.append((contents.get("$id", path.name), Resource.from_contents(contents)))
+        return SchemaRegistry().with_resources(resources)
+
+    def check_shape(self, path: Path, data, meta_name: str, entry_level: bool) -> bool:
+        """Validate ``data`` against a meta-schema; unknown keys are errors. True when clean."""
+        meta_id = f"https://factory-runtime.invalid/meta/{meta_name}"
+        try:
+            schema = self.meta.contents(meta_id)
+        except Exception:  # noqa: BLE001 - a missing meta-schema is itself a registry error
+            self.error(path, "<file>", "missing_schema", f"meta-schema {meta_name} is not in registry/schemas/meta/")
+            return False
+        validator = Draft202012Validator(schema, registry=self.meta)
+        clean = True
+        for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+            parts = [str(p) for p in err.absolute_path]
+            entry = parts[0] if entry_level and parts else "<top>"
+            where = "/".join(parts) or "<top>"
+            self.error(path, entry, "schema", f"at {where}: {err.message}")
+            clean = False
+        return clean
+
+    def load_schema_file(self, name: str, path: Path, entry: str) -> dict | None:
+        """A payload/input/output schema from ``registry/schemas/``; errors name the referrer."""
+        schema_path = self.registry_dir / "schemas" / name
+        if not schema_path.is_file():
+            self.error(path, entry, "missing_schema", f"schemas/{name} does not exist")
+            return None
+        errors: list[RegistryError] = []
+        schema = read_json(schema_path, errors)
+        self.errors.extend(errors)
+        if schema is None:
+            return None
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            self.error(schema_path, "<file>", "invalid_schema", exc.message)
+            return None
+        return schema
+
+    # --- files -------------------------------------------------------------------------
+    def definitions(self) -> dict[str, Definition]:
+        result: dict[str, Definition] = {}
+        for path in sorted((self.registry_dir / "definitions").glob("*.json")):
+            data = read_json(path, self.errors)
+            if data is None or not self.check_shape(path, data, "definition.schema.json", entry_level=False):
+                continue
+            ref = f"{data['id']}@{data['version']}"
+            if path.name != f"{ref}.json":
+                self.error(path, ref, "definition_name_mismatch", f"the file of {ref} must be named {ref}.json")
+                continue
+            self.check_definition(path, ref, data)
+            result[ref] = Definition(
+                id=data["id"],
+                version=data["version"],
+                adapter=data["adapter"],
+                command=tuple(data["command"]) if "command" in data else None,
+                capture_stdout=data.get("captureStdout"),
+                output_contract=data["output_contract"],
+                mutating=data["mutating"],
+                input_schema=self.load_schema_file(data["inputSchema"], path, ref) if "inputSchema" in data else None,
+                output_schema=self.load_schema_file(data["outputSchema"], path, ref) if "outputSchema" in data else None,
+                timeout_seconds=data["timeoutSeconds"],
+                max_attempts=data["maxAttempts"],
+                allow_scheduled=data.get("allowScheduled", False),
+            )
+        return result
+
+    def check_definition(self, path: Path, ref: str, data: dict) -> None:
+        if data["adapter"] not in ADAPTERS:
+            self.error(path, ref, "unknown_adapter", f"adapter {data['adapter']!r} is not one of {', '.join(ADAPTERS)}")
+        if data["output_contract"] not in OUTPUT_CONTRACTS:
+            self.error(path, ref, "unknown_output_contract", f"{data['output_contract']!r} is not a known contract")
+        if data["adapter"] == "command" and "command" not in data:
+            self.error(path, ref, "missing_command", "a command definition needs a command template")
+        for arg in data.get("command", []):
+            for name in PLACEHOLDER.findall(arg):
+                if name in CLOSED_PLACEHOLDERS:
+                    continue
+                if name.startswith("payload.") and len(name) > len("payload."):
+                    if data["mutating"]:
+                        self.error(
+                            path, ref, "open_template",
+                            f"{{{name}}} lets an event fill the argv of a mutating command; "
+                            "a mutating command must be a closed template (spec §7)",
+                        )
+                    continue
+                self.error(
+                    path, ref, "unknown_placeholder",
+                    f"{{{name}}} is not a placeholder: use {', '.join(sorted(CLOSED_PLACEHOLDERS))} or payload.<field>",
+                )
+
+    def event_types(self, definitions: dict[str, Definition]) -> dict[str, EventType]:
+        path = self.registry_dir / "event-types.json"
+        data = read_json(path, self.errors)
+        if data is None or not self.check_shape(path, data, "event-types.schema.json", entry_level=True):
+            return {}
+        result = {}
+        for name, entry in data.items():
+            target = definitions.get(entry["target"])
+            if target is None:
+                self.error(path, name, "missing_definition", f"target {entry['target']} has no file in definitions/")
+            approval = entry.get("approval")
+            if approval is not None and approval not in APPROVALS:
+                self.error(path, name, "invalid_approval", f"approval {approval!r} is not watched or auto")
+            if approval == "auto" and entry.get("humanApprovalOnly"):
+                self.error(path, name, "auto_on_human_only", "a humanApprovalOnly type can never be auto-approved")
+            if approval == "auto" and target is not None and target.mutating:
+                self.error(
+                    path, name, "auto_on_mutating_target",
+                    f"approval auto is only for read-only targets; {target.ref} is mutating",
+                )
+            payload_schema = None
+            if "payloadSchema" in entry:
+                payload_schema = self.load_schema_file(entry["payloadSchema"], path, name)
+            result[name] = EventType(
+                name=name,
+                target=entry["target"],
+                payload_schema=payload_schema,
+                human_approval_only=entry.get("humanApprovalOnly", False),
+                approval=approval,
+            )
+        return result
+
+    def edges(self, definitions: dict[str, Definition], event_types: dict[str, EventType]) -> tuple[Edge, ...]:
+        path = self.registry_dir / "edges.json"
+        data = read_json(path, self.errors)
+        if data is None or not self.check_shape(path, data, "edges.schema.json", entry_level=True):
+            return ()
+        result = []
+        for index, entry in enumerate(data):
+            label = f"[{index}] {entry['from']} {entry['outcome']}"
+            if entry["from"] not in definitions:
+                self.error(path, label, "missing_definition", f"{entry['from']} has no file in definitions/")
+            for emit in entry["emit"]:
+                if emit["type"] not in event_types:
+                    self.error(path, label, "edge_unregistered_type", f"event type {emit['type']!r} is not registered")
+            result.append(
+                Edge(
+                    definition=entry["from"],
+                    outcome=entry["outcome"],
+                    emit=tuple(EdgeEmit(e["type"], e["payload"], e.get("subject")) for e in entry["emit"]),
+                )
+            )
+        return tuple(result)
+
+    def repos(self) -> tuple[Repo, ...]:
+        path = self.config_dir / "repos.yaml"
+        data = read_yaml(path, self.errors)
+        if data is None or not self.check_shape(path, data, "repos.schema.json", entry_level=False):
+            return ()
+        result, seen = [], set()
+        for entry in (data or {}).get("repos") or []:
+            if entry["name"] in seen:
+                self.error(path, entry["name"], "duplicate_repo", "two repos share this short name")
+                continue
+            seen.add(entry["name"])
+            if "merge_every" in entry:
+                try:
+                    parse_every(entry["merge_every"])
+                except CadenceError as exc:
+                    self.error(path, entry["name"], "unparseable_every", str(exc))
+            result.append(Repo(**entry))
+        return tuple(result)
+
+    # --- schedules -----------------------------------------------------------------------
+    def kernel_loops(self) -> dict[str, tuple[dict, str]]:
+        """Kernel entries as ``name → (raw entry with defaults, source)``."""
+        path = self.registry_dir / "schedules.json"
+        data = read_json(path, self.errors)
+        if data is None or not self.check_shape(path, data, "schedules.schema.json", entry_level=True):
+            return {}
+        result = {}
+        for name, entry in data.items():
+            if not re.match(LOOP_NAME_PATTERN, name):
+                self.error(path, name, "invalid_loop_name", f"a loop name must match {LOOP_NAME_PATTERN}")
+                continue
+            missing = [k for k in KERNEL_LOOP_REQUIRED if k not in entry]
+            if missing:
+                self.error(path, name, "incomplete_entry", f"missing {', '.join(missing)}")
+                continue
+            if entry.get("approval") == "auto" and entry.get("enabled") is not True:
+                self.error(
+                    path, name, "auto_requires_enabled",
+                    "approval auto must be declared with enabled: true in the same entry",
+                )
+            result[name] = ({**LOOP_DEFAULTS, **entry}, "kernel")
+        return result
+
+    def merge_overlay(self, loops: dict[str, tuple[dict, str]]) -> dict[str, tuple[dict, str, tuple]]:
+        """Apply ``config/schedule.yaml`` over the kernel loops (DESIGN §4 merge rules)."""
+        path = self.config_dir / "schedule.yaml"
+        merged = {name: (entry, source, ()) for name, (entry, source) in loops.items()}
+        data = read_yaml(path, self.errors)
+        if data is None or not self.check_shape(path, data, "overlay.schema.json", entry_level=False):
+            return merged
+        for name, entry in ((data or {}).get("schedules") or {}).items():
+            if name in merged:
+                base, source, _ = merged[name]
+                forbidden = [k for k in entry if k not in OVERLAY_OVERRIDABLE and entry[k] != base.get(k)]
+                if forbidden:
+                    self.error(
+                        path, name, "overlay_forbidden_override",
+                        f"the overlay may change only {', '.join(OVERLAY_OVERRIDABLE)} of a kernel loop; "
+                        f"{', '.join(forbidden)} stay pinned in the tracked registry",
+                    )
+                    continue
+                overrides = tuple(k for k in OVERLAY_OVERRIDABLE if k in entry and entry[k] != base.get(k))
+                effective = dict(base)
+                effective.update({k: entry[k] for k in ("enabled", "every") if k in entry})
+                if "payload" in entry:
+                    effective["payload"] = {**base.get("payload", {}), **entry["payload"]}
+                merged[name] = (effective, source, overrides)
+                continue
+            if not re.match(LOOP_NAME_PATTERN, name):
+                self.error(path, name, "invalid_loop_name", f"a loop name must match {LOOP_NAME_PATTERN}")
+                continue
+            missing = [k for k in OVERLAY_NEW_LOOP_REQUIRED if k not in entry]
+            if missing:
+                self.error(path, name, "overlay_incomplete", f"a new overlay loop must declare {', '.join(missing)}")
+                continue
+            if entry.get("approval", "watched") == "auto":
+                self.error(
+                    path, name, "overlay_auto",
+                    "approval auto is a tracked registry declaration, never local configuration",
+                )
+                continue
+            merged[name] = ({**LOOP_DEFAULTS, **entry}, "overlay", ())
+        return merged
+
+    def effective_loops(
+        self,
+        merged: dict[str, tuple[dict, str, tuple]],
+        event_types: dict[str, EventType],
+        definitions: dict[str, Definition],
+    ) -> dict[str, Loop]:
+        result = {}
+        for name, (entry, source, overrides) in sorted(merged.items()):
+            path = self.config_dir / "schedule.yaml" if source == "overlay" else self.registry_dir / "schedules.json"
+            ok = True
+            try:
+                cadence = parse_every(entry["every"])
+            except CadenceError as exc:
+                self.error(path, name, "unparseable_every", str(exc))
+                ok, cadence = False, 0
+            if entry["catchUp"] not in CATCH_UP_POLICIES:
+                self.error(path, name, "invalid_catch_up", f"catchUp {entry['catchUp']!r} is not none, last or all")
+                ok = False
+            if entry["approval"] not in APPROVALS:
+                self.error(path, name, "invalid_approval", f"approval {entry['approval']!r} is not watched or auto")
+                ok = False
+            if entry["catchUp"] == "all" and entry["singleton"]:
+                self.error(
+                    path, name, "catch_up_all_singleton",
+                    "catchUp all fires every missed slot, and a singleton loop would NOOP all but one",
+                )
+                ok = False
+            etype = event_types.get(entry["eventType"])
+            if etype is None:
+                self.error(path, name, "unregistered_event_type", f"{entry['eventType']!r} is not in event-types.json")
+                ok = False
+            else:
+                if entry["approval"] == "auto" and etype.human_approval_only:
+                    self.error(path, name, "auto_on_human_only", f"{etype.name} is humanApprovalOnly")
+                    ok = False
+                target = definitions.get(etype.target)
+                if target is not None and target.adapter == "agent" and not target.allow_scheduled:
+                    self.error(
+                        path, name, "agent_not_schedulable",
+                        f"{target.ref} is an agent without allowScheduled: true (spec §7)",
+                    )
+                    ok = False
+                if ok:
+                    ok = self.check_sample_tick(path, name, entry, cadence, etype, target)
+            if ok:
+                result[name] = Loop(
+                    name=name,
+                    every=entry["every"],
+                    cadence_seconds=cadence,
+                    event_type=entry["eventType"],
+                    catch_up=entry["catchUp"],
+                    singleton=entry["singleton"],
+                    approval=entry["approval"],
+                    enabled=entry["enabled"],
+                    payload=dict(entry.get("payload") or {}),
+                    source=source,
+                    overrides=overrides,
+                )
+        return result
+
+    def check_sample_tick(self, path, name, entry, cadence, etype, target) -> bool:
+        """A loop whose every tick would be refused is a load error, not a refusal per slot."""
+        sample = {
+            **(entry.get("payload") or {}),
+            "loop": name,
+            "slot": SAMPLE_SLOT,
+            "cadenceSeconds": cadence,
+            "skippedSlots": 0,
+        }
+        for label, schema in (("payload schema of " + etype.name, etype.payload_schema),
+                              ("input schema of " + (target.ref if target else "?"),
+                               target.input_schema if target else None)):
+            if schema is None:
+                continue
+            err = next(iter(Draft202012Validator(schema).iter_errors(sample)), None)
+            if err is not None:
+                where = "/".join(map(str, err.absolute_path)) or "<top>"
+                self.error(path, name, "sample_tick_invalid", f"a tick of this loop fails the {label} at {where}: {err.message}")
+                return False
+        return True
+
+    def builtin_schema(self, name: str) -> dict:
+        errors: list[RegistryError] = []
+        schema = read_json(self.registry_dir / "schemas" / name, errors)
+        self.errors.extend(errors)
+        return schema or {}
+
+    def load(self) -> Registry:
+        definitions = self.definitions()
+        event_types = self.event_types(definitions)
+        edges = self.edges(definitions, event_types)
+        repos = self.repos()
+        loops = self.effective_loops(self.merge_overlay(self.kernel_loops()), event_types, definitions)
+        envelope_schema = self.builtin_schema("factory.event.v1.json")
+        command_result_schema = self.builtin_schema("factory.command-result.v1.json")
+        if self.errors:
+            raise RegistryInvalid(self.errors)
+        try:
+            digest = compute_digest(self.registry_dir)
+        except (ValueError, OSError) as exc:
+            raise RegistryInvalid([RegistryError(display_path(self.registry_dir), "<digest>", "unreadable", str(exc))])
+        return Registry(
+            digest=digest,
+            event_types=event_types,
+            definitions=definitions,
+            edges=edges,
+            loops=loops,
+            repos=repos,
+            envelope_schema=envelope_schema,
+            command_result_schema=command_result_schema,
+        )
+
+
+def load_registry(registry_dir: Path, config_dir: Path) -> Registry:
+    """Read and validate the kernel under ``registry_dir`` and the overlay under ``config_dir``.
+
+    Returns the effective ``Registry``. Raises ``RegistryInvalid`` listing every error
+    (file, entry, rule, detail); nothing partial is ever returned (fail closed).
+    """
+    return _Loader(registry_dir, config_dir).load()

@@ -1,0 +1,24 @@
+"""The cadence grammar of ``every`` (DESIGN §4): a positive integer and one of s, m, h, d."""
+
+import re
+
+CADENCE_PATTERN = re.compile(r"^([1-9][0-9]{0,8})([smhd])$")
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class CadenceError(ValueError):
+    """``every`` does not match the grammar."""
+
+
+def parse_every(every: str) -> int:
+    """Return the cadence of ``every`` in seconds.
+
+    ``"90s"`` → 90, ``"60m"`` → 3600, ``"4h"`` → 14400, ``"7d"`` → 604800.
+    Raises CadenceError for anything else (``"0m"``, ``"1.5h"``, ``"60"``, ``" 5m"``).
+    """
+    match = CADENCE_PATTERN.match(every) if isinstance(every, str) else None
+    if match is None:
+        raise CadenceError(
+            f"{every!r} is not a cadence: write a positive integer and one of s, m, h, d (e.g. 90s, 60m, 4h, 7d)"
+        )
+    return int(match.group(1)) * UNIT_SECONDS[match.group(2)]

@@ -1,0 +1,81 @@
+"""Reading the registry and configuration files, and the registry digest (DESIGN §4)."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import yaml
+from django.conf import settings
+
+from .model import RegistryError
+
+
+def display_path(path: Path) -> str:
+    """``registry/schedules.json`` for files inside the project, the absolute path otherwise."""
+    try:
+        return path.resolve().relative_to(settings.BASE_DIR.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def read_json(path: Path, errors: list[RegistryError]):
+    """Parse a JSON file; on failure append ``missing_file`` or ``invalid_json`` and return None."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        errors.append(RegistryError(display_path(path), "<file>", "missing_file", "the file does not exist"))
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        errors.append(RegistryError(display_path(path), "<file>", "invalid_json", str(exc)))
+        return None
+
+
+def read_yaml(path: Path, errors: list[RegistryError]):
+    """Parse an optional YAML file: a missing file is ``{}``; bad YAML appends ``invalid_yaml``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        errors.append(RegistryError(display_path(path), "<file>", "invalid_yaml", str(exc).replace("\n", " ")))
+        return None
+
+
+def canonical_json(data) -> str:
+    """Sorted keys, no whitespace: the form the digest and content comparisons use."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def kernel_files(registry_dir: Path) -> list[Path]:
+    """Every tracked kernel file (``*.json`` under the registry directory), in path order."""
+    return sorted(registry_dir.rglob("*.json"), key=lambda p: p.relative_to(registry_dir).as_posix())
+
+
+def compute_digest(registry_dir: Path) -> str:
+    """SHA-256 hex over the canonical JSON (sorted keys, no whitespace) of the kernel files.
+
+    The document hashed is ``{relative path: parsed content}``, whose sorted keys put the
+    files in path order. The overlay and repos files are outside it (DESIGN §4).
+    Raises ValueError if a file is not valid JSON.
+    """
+    document = {
+        path.relative_to(registry_dir).as_posix(): json.loads(path.read_text(encoding="utf-8"))
+        for path in kernel_files(registry_dir)
+    }
+    return hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
+
+
+def snapshot(paths: list[Path]) -> tuple:
+    """A cheap fingerprint (path, mtime_ns, size) of files, to notice a change on disk."""
+    result = []
+    for path in paths:
+        try:
+            stat = path.stat()
+            result.append((str(path), stat.st_mtime_ns, stat.st_size))
+        except FileNotFoundError:
+            result.append((str(path), None, None))
+    return tuple(result)

@@ -1,0 +1,147 @@
+"""The effective registry as immutable values (DESIGN §4).
+
+Built by ``runtime.registry.build``; read by the planner, the slot loop, the views and
+the commands. Nothing here touches the database.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+LOOP_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+
+#: Payload fields the slot loop adds to every tick (DESIGN §5, §6); loop-target input
+#: schemas must accept them.
+TICK_BOOKKEEPING_FIELDS = ("loop", "key", "slot", "cadenceSeconds", "skippedSlots")
+
+#: Placeholders a command template may use that the runtime, never an event, fills.
+CLOSED_PLACEHOLDERS = frozenset({"factoryRoot", "runId", "runDir", "python", "manage"})
+
+
+@dataclass(frozen=True)
+class RegistryError:
+    """One reason the registry does not load: the file, the entry in it, the rule broken."""
+
+    file: str
+    entry: str
+    rule: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.entry}: {self.rule}: {self.detail}"
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "entry": self.entry, "rule": self.rule, "detail": self.detail}
+
+
+class RegistryInvalid(Exception):
+    """The registry or overlay on disk does not validate; ``errors`` says why."""
+
+    def __init__(self, errors: list[RegistryError]):
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
+@dataclass(frozen=True)
+class Definition:
+    """``registry/definitions/<id>@<version>.json``: what a run executes."""
+
+    id: str
+    version: int
+    adapter: str
+    command: tuple[str, ...] | None
+    capture_stdout: str | None
+    output_contract: str
+    mutating: bool
+    input_schema: dict | None
+    output_schema: dict | None
+    timeout_seconds: int
+    max_attempts: int
+    allow_scheduled: bool
+
+    @property
+    def ref(self) -> str:
+        return f"{self.id}@{self.version}"
+
+
+@dataclass(frozen=True)
+class EventType:
+    """One entry of ``registry/event-types.json``."""
+
+    name: str
+    target: str
+    payload_schema: dict | None
+    human_approval_only: bool
+    approval: str | None
+
+
+@dataclass(frozen=True)
+class EdgeEmit:
+    """One event an edge emits; values are ``{"pointer": "/output/data/x"}`` or ``{"value": v}``."""
+
+    type: str
+    payload: dict[str, dict]
+    subject: dict | None
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``(definition, outcome) → events`` from ``registry/edges.json``."""
+
+    definition: str
+    outcome: str
+    emit: tuple[EdgeEmit, ...]
+
+
+@dataclass(frozen=True)
+class Repo:
+    """One repository of ``config/repos.yaml``."""
+
+    name: str
+    github: str
+    base: str
+    report_only: bool = False
+    merge_every: str | None = None
+
+
+@dataclass(frozen=True)
+class Loop:
+    """An effective schedule entry: kernel, overlay or repo template, merged (DESIGN §4, §5)."""
+
+    name: str
+    every: str
+    cadence_seconds: int
+    event_type: str
+    catch_up: str
+    singleton: bool
+    approval: str
+    enabled: bool
+    payload: dict[str, Any] = field(default_factory=dict)
+    source: str = "kernel"
+    overrides: tuple[str, ...] = ()
+
+    @property
+    def subject(self) -> str:
+        """A tick's subject: the loop's repo when it has one, else the loop name (DESIGN §5)."""
+        repo = self.payload.get("repo")
+        return repo if isinstance(repo, str) and repo else self.name
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The effective registry in force; ``digest`` covers only the tracked kernel files."""
+
+    digest: str
+    event_types: dict[str, EventType]
+    definitions: dict[str, Definition]
+    edges: tuple[Edge, ...]
+    loops: dict[str, Loop]
+    repos: tuple[Repo, ...]
+    envelope_schema: dict
+    command_result_schema: dict
+
+    def definition_for(self, event_type: str) -> Definition | None:
+        etype = self.event_types.get(event_type)
+        return self.definitions.get(etype.target) if etype else None
+
+    def edges_for(self, definition: str, outcome: str) -> list[Edge]:
+        return [e for e in self.edges if e.definition == definition and e.outcome == outcome]

@@ -1,0 +1,98 @@
+"""The registry in force in this process, re-read when a file changes (DESIGN §4).
+
+A bad change on disk keeps the last good registry in force and is reported through
+``problems()`` (the doctor's ``registryInvalid``); the first load of a process has no
+last good registry, so it raises.
+"""
+
+import logging
+import threading
+from pathlib import Path
+
+from django.conf import settings
+
+from .build import load_registry
+from .files import snapshot
+from .model import Registry, RegistryError, RegistryInvalid
+
+logger = logging.getLogger(__name__)
+
+
+def watched_files(registry_dir: Path, config_dir: Path) -> list[Path]:
+    """The files whose change triggers a reload: the kernel and the overlay files."""
+    paths = sorted(registry_dir.rglob("*.json"))
+    paths += [config_dir / "schedule.yaml", config_dir / "repos.yaml"]
+    return paths
+
+
+class RegistryStore:
+    """Holds the last good registry and the errors of the newest bad one, per process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._registry: Registry | None = None
+        self._fingerprint: tuple | None = None
+        self._errors: list[RegistryError] = []
+
+    def _dirs(self) -> tuple[Path, Path]:
+        return Path(settings.FACTORY_REGISTRY_DIR), Path(settings.FACTORY_CONFIG_DIR)
+
+    def _fingerprint_now(self) -> tuple:
+        registry_dir, config_dir = self._dirs()
+        return (str(registry_dir), str(config_dir), snapshot(watched_files(registry_dir, config_dir)))
+
+    def current(self) -> Registry:
+        """The registry in force; loads it on first use. Raises RegistryInvalid if none is good."""
+        with self._lock:
+            fingerprint = self._fingerprint_now()
+            if self._registry is None or fingerprint[:2] != (self._fingerprint or (None, None))[:2]:
+                self._load(fingerprint, keep_last_good=False)
+            return self._registry
+
+    def refresh(self) -> bool:
+        """Re-read the files if they changed. Returns True when a new registry took effect."""
+        with self._lock:
+            fingerprint = self._fingerprint_now()
+            if fingerprint == self._fingerprint and self._registry is not None:
+                return False
+            return self._load(fingerprint, keep_last_good=self._registry is not None)
+
+    def _load(self, fingerprint: tuple, keep_last_good: bool) -> bool:
+        self._fingerprint = fingerprint
+        registry_dir, config_dir = self._dirs()
+        try:
+            registry = load_registry(registry_dir, config_dir)
+        except RegistryInvalid as exc:
+            self._errors = exc.errors
+            if not keep_last_good:
+                self._registry = None
+                raise
+            logger.error(
+                "registry on disk is invalid; the last good registry %s stays in force: %s",
+                self._registry.digest[:12], exc,
+                extra={"action": "registry_invalid"},
+            )
+            return False
+        changed = self._registry is not None and registry != self._registry
+        self._registry, self._errors = registry, []
+        if changed:
+            logger.info("registry reloaded: digest %s", registry.digest[:12], extra={"action": "registry_reloaded"})
+        return True
+
+    def problems(self) -> list[RegistryError]:
+        """The errors of the newest load attempt; empty when the files on disk are good."""
+        with self._lock:
+            return list(self._errors)
+
+    def reset(self) -> None:
+        """Forget everything (tests that change the registry directories)."""
+        with self._lock:
+            self._registry, self._fingerprint, self._errors = None, None, []
+
+
+store = RegistryStore()
+
+
+def get_registry() -> Registry:
+    """The registry in force in this process (see ``RegistryStore.current``)."""
+    return store.current()

@@ -1,0 +1,166 @@
+"""Run state transitions: claim under a lease, start, renew, finish, fail an attempt (DESIGN §8).
+
+Each transition is one compare-and-swap ``UPDATE … WHERE status = old`` so a worker
+that lost its lease (expired, then claimed by another) cannot overwrite the newer state.
+No transaction here is held across a subprocess or any other I/O.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import F
+
+from .journal import record
+from .models import Actor, Run, RunStatus
+
+logger = logging.getLogger(__name__)
+
+LEASED_STATUSES = (RunStatus.CLAIMED, RunStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What an adapter reports when a command finished (not for time-outs or lost leases)."""
+
+    outcome: str
+    succeeded: bool
+    reason: str = ""
+    summary: str = ""
+    data: dict | None = None
+    exit_code: int | None = None
+    stdout_path: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | None:
+    """Claim the oldest queued run for ``worker`` with a lease until ``now + lease_seconds``.
+
+    Returns the claimed run (attempt already counted) or None when the queue is empty.
+    PostgreSQL locks the row with ``SELECT … FOR UPDATE SKIP LOCKED``; SQLite, which
+    ignores row locks, claims with a compare-and-swap update and tries the next row
+    when another worker won.
+    """
+    lease_until = now + timedelta(seconds=lease_seconds)
+    changes = dict(
+        status=RunStatus.CLAIMED, attempt=F("attempt") + 1, claimed_at=now, lease_expires_at=lease_until, worker=worker
+    )
+    if connection.vendor == "postgresql":
+        with transaction.atomic(durable=True):
+            run_id = (
+                Run.objects.select_for_update(skip_locked=True)
+                .filter(status=RunStatus.QUEUED)
+                .order_by("id")
+                .values_list("id", flat=True)
+                .first()
+            )
+            if run_id is None:
+                return None
+            Run.objects.filter(pk=run_id).update(**changes)
+            return _journal_claim(run_id, worker, now)
+    while True:
+        run_id = Run.objects.filter(status=RunStatus.QUEUED).order_by("id").values_list("id", flat=True).first()
+        if run_id is None:
+            return None
+        with transaction.atomic():
+            if Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(**changes):
+                return _journal_claim(run_id, worker, now)
+
+
+def _journal_claim(run_id: int, worker: str, now: datetime) -> Run:
+    run = Run.objects.get(pk=run_id)
+    record("run_claimed", Actor.SYSTEM, at=now, run=run, data={"worker": worker, "attempt": run.attempt})
+    return run
+
+
+def start_run(run: Run, *, worker: str, now: datetime) -> bool:
+    """``claimed → running``; False when the lease was lost in between."""
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run.pk, status=RunStatus.CLAIMED, worker=worker).update(
+            status=RunStatus.RUNNING, started_at=now
+        ):
+            return False
+        record("run_started", Actor.SYSTEM, at=now, run=run, data={"worker": worker, "attempt": run.attempt})
+    return True
+
+
+def renew_lease(run_id: int, *, worker: str, now: datetime, lease_seconds: int) -> bool:
+    """Extend the lease of a run this worker holds; False when it holds it no longer."""
+    return bool(
+        Run.objects.filter(pk=run_id, worker=worker, status__in=LEASED_STATUSES).update(
+            lease_expires_at=now + timedelta(seconds=lease_seconds)
+        )
+    )
+
+
+def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime) -> bool:
+    """Record a command that finished: ``running → succeeded | failed`` (final either way).
+
+    A finished failure is never retried: a mutating command is not re-run because it
+    failed (DESIGN §8). Returns False when this worker no longer held the run.
+    """
+    status = RunStatus.SUCCEEDED if result.succeeded else RunStatus.FAILED
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, worker=worker).update(
+            status=status,
+            finished_at=now,
+            lease_expires_at=None,
+            outcome=result.outcome,
+            reason=result.reason,
+            summary=result.summary,
+            result_data=result.data,
+            exit_code=result.exit_code,
+            stdout_path=result.stdout_path,
+        ):
+            logger.warning(
+                "run %s finished after its lease was lost; result discarded", run.pk,
+                extra={"action": "run_result_discarded", "run": run.pk},
+            )
+            return False
+        record(
+            f"run_{status}", Actor.SYSTEM, at=now, run=run,
+            data={"outcome": result.outcome, "reason": result.reason, "exitCode": result.exit_code, **result.extra},
+        )
+    logger.info(
+        "run %s %s: %s %s", run.pk, status, result.outcome, result.reason,
+        extra={"action": f"run_{status}", "run": run.pk},
+    )
+    return True
+
+
+def fail_attempt(run_id: int, *, reason: str, now: datetime, expected_status=LEASED_STATUSES, worker: str | None = None) -> str | None:
+    """Count a failed attempt (lease expired, time-out): requeue within budget, else abandon.
+
+    Returns the new status (``queued`` or ``abandoned``), or None when the run was no
+    longer in ``expected_status`` (someone else moved it first).
+    """
+    with transaction.atomic():
+        run = Run.objects.filter(pk=run_id).first()
+        if run is None or run.status not in expected_status or (worker is not None and run.worker != worker):
+            return None
+        retry = run.attempt < run.max_attempts
+        new_status = RunStatus.QUEUED if retry else RunStatus.ABANDONED
+        changes = dict(status=new_status, lease_expires_at=None, worker="", reason=reason)
+        if not retry:
+            changes["finished_at"] = now
+        if not Run.objects.filter(pk=run.pk, status=run.status, attempt=run.attempt, worker=run.worker).update(**changes):
+            return None
+        record(
+            "run_requeued" if retry else "run_abandoned", Actor.SYSTEM, at=now, run=run,
+            data={"reason": reason, "attempt": run.attempt, "maxAttempts": run.max_attempts},
+        )
+    log = logger.warning if retry else logger.error
+    log(
+        "run %s attempt %s/%s failed (%s): %s", run.pk, run.attempt, run.max_attempts, reason, new_status,
+        extra={"action": "run_attempt_failed", "run": run.pk},
+    )
+    return new_status
+
+
+def expire_leases(*, now: datetime) -> int:
+    """Fail the attempt of every claimed or running run whose lease ran out; returns how many."""
+    expired = list(
+        Run.objects.filter(status__in=LEASED_STATUSES, lease_expires_at__lt=now).values_list("id", flat=True)
+    )
+    return sum(1 for run_id in expired if fail_attempt(run_id, reason="lease_expired", now=now))

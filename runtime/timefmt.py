@@ -1,0 +1,30 @@
+"""UTC instants as text: the slot format of eventIds and RFC 3339 parsing (DESIGN §3, §5)."""
+
+from datetime import UTC, datetime
+
+
+class InstantError(ValueError):
+    """A text that is not an RFC 3339 instant with an offset."""
+
+
+def format_instant(instant: datetime) -> str:
+    """``2026-03-29T01:00:00Z``: an aware instant in UTC, whole seconds (the slot format)."""
+    if instant.tzinfo is None:
+        raise ValueError("naive datetime: every instant in the runtime is timezone-aware")
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_instant(text: str) -> datetime:
+    """Parse an RFC 3339 instant that carries an offset (``Z`` or ``±HH:MM``) into UTC.
+
+    Raises InstantError for anything without an offset or not a date-time.
+    """
+    if not isinstance(text, str) or "T" not in text.upper():
+        raise InstantError(f"{text!r} is not an RFC 3339 date-time")
+    try:
+        value = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError as exc:
+        raise InstantError(f"{text!r} is not an RFC 3339 date-time: {exc}") from None
+    if value.tzinfo is None:
+        raise InstantError(f"{text!r} has no UTC offset; write Z or ±HH:MM")
+    return value.astimezone(UTC)

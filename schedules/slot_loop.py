@@ -1,0 +1,60 @@
+"""The one-second slot loop: re-read the registry, fire ticks, plan events (DESIGN §5, §7).
+
+``iterate`` is one iteration at a named instant; ``run_slot_loop`` is the loop around
+it that ``runserve`` starts.
+"""
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import DatabaseError, close_old_connections
+from django.utils import timezone
+
+from runtime.planning import plan_pending
+from runtime.registry import store
+
+from .models import SlotLoopStatus
+from .ticks import TickReport, emit_due_ticks
+
+logger = logging.getLogger(__name__)
+
+LOOP_NAME = "slot-loop"
+
+
+@dataclass(frozen=True)
+class IterationReport:
+    ticks: list[TickReport]
+    planned: int
+
+
+def iterate(*, now: datetime, record_status: bool = True) -> IterationReport:
+    """One iteration at ``now``: reload a changed registry, admit due ticks, plan events."""
+    store.refresh()
+    registry = store.current()
+    ticks = emit_due_ticks(now=now, registry=registry)
+    planned = plan_pending(now=now, registry=registry)
+    if record_status:
+        SlotLoopStatus.objects.update_or_create(
+            name=LOOP_NAME,
+            defaults={"last_iteration_at": now, "pid": os.getpid(), "host": socket.gethostname()},
+        )
+    return IterationReport(ticks, planned)
+
+
+def run_slot_loop(*, stop: threading.Event, once: bool = False) -> None:
+    """Iterate about once a second until ``stop`` is set; ``once`` runs a single iteration."""
+    logger.info("slot loop started", extra={"action": "slot_loop_started"})
+    while not stop.is_set():
+        close_old_connections()
+        try:
+            iterate(now=timezone.now())
+        except DatabaseError:
+            logger.exception("slot loop iteration failed; retrying", extra={"action": "slot_loop_error"})
+        if once:
+            break
+        stop.wait(1.0 - (timezone.now().timestamp() % 1.0))
+    logger.info("slot loop stopped", extra={"action": "slot_loop_stopped"})

@@ -1,0 +1,125 @@
+"""Tick emission: admit the due slots of every enabled loop (DESIGN §5).
+
+A tick is an ordinary event admitted through the ``schedule`` door with the eventId
+``clock:<loop>:<slot>``; the unique eventId is what makes restarts and two serve
+processes converge on one tick per slot.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from intake.admission import admit_event
+from runtime.models import Door
+from runtime.registry import Loop, Registry
+from runtime.timefmt import format_instant
+
+from .models import ScheduleState
+from .slots import DueSlot, due_slots
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TickReport:
+    """One tick an iteration fired (or found already admitted)."""
+
+    loop: str
+    event_id: str
+    slot: datetime
+    skipped_slots: int
+    admitted: bool
+
+
+def tick_envelope(loop: Loop, due: DueSlot) -> dict:
+    """The ``factory.event/v1`` envelope of a tick (DESIGN §5)."""
+    slot = format_instant(due.slot)
+    event_id = f"clock:{loop.name}:{slot}"
+    return {
+        "schemaVersion": "factory.event/v1",
+        "eventId": event_id,
+        "type": loop.event_type,
+        "source": "schedule",
+        "subject": loop.subject,
+        "occurredAt": slot,
+        "correlationId": event_id,
+        "payload": {
+            **loop.payload,
+            "loop": loop.name,
+            "slot": slot,
+            "cadenceSeconds": loop.cadence_seconds,
+            "skippedSlots": due.skipped_slots,
+        },
+    }
+
+
+def plan_ticks(*, now: datetime, registry: Registry, states: dict[str, ScheduleState]) -> list[tuple[Loop, DueSlot, bool]]:
+    """What an iteration at ``now`` would fire: ``(loop, due slot, fresh)`` for enabled loops."""
+    result = []
+    for loop in registry.loops.values():
+        if not loop.enabled:
+            continue
+        state = states.get(loop.name)
+        fresh = state is None or not state.enabled or state.last_slot is None
+        for due in due_slots(
+            cadence_seconds=loop.cadence_seconds,
+            catch_up=loop.catch_up,
+            last_fired=state.last_slot if state else None,
+            fresh=fresh,
+            now=now,
+            catchup_limit=settings.FACTORY_CATCHUP_LIMIT,
+        ):
+            result.append((loop, due, fresh))
+    return result
+
+
+def emit_due_ticks(*, now: datetime, registry: Registry) -> list[TickReport]:
+    """Admit every due tick at ``now`` and record disabled loops; returns the ticks fired.
+
+    Each tick and its ``ScheduleState`` update commit in one transaction.
+    """
+    states = {s.loop: s for s in ScheduleState.objects.all()}
+    _record_disabled(registry, states)
+    reports = []
+    for loop, due, fresh in plan_ticks(now=now, registry=registry, states=states):
+        envelope = tick_envelope(loop, due)
+        with transaction.atomic():
+            admission = admit_event(envelope, door=Door.SCHEDULE, now=now, registry=registry)
+            _advance_state(loop.name, due.slot, envelope["eventId"], now, fresh)
+        reports.append(TickReport(loop.name, envelope["eventId"], due.slot, due.skipped_slots, admission.admitted))
+        if admission.admitted:
+            log = logger.warning if due.skipped_slots else logger.info
+            log(
+                "loop %s fired slot %s (%s skipped)", loop.name, envelope["payload"]["slot"], due.skipped_slots,
+                extra={"action": "tick_admitted", "loop": loop.name, "skippedSlots": due.skipped_slots},
+            )
+    return reports
+
+
+def _record_disabled(registry: Registry, states: dict[str, ScheduleState]) -> None:
+    """Mark loops disabled (or gone) so that re-enabling them does not replay missed slots."""
+    stale = [
+        name for name, state in states.items()
+        if state.enabled and (name not in registry.loops or not registry.loops[name].enabled)
+    ]
+    if stale:
+        ScheduleState.objects.filter(loop__in=stale, enabled=True).update(enabled=False)
+        for name in stale:
+            states[name].enabled = False
+            logger.info("loop %s is disabled; its ticks stop", name, extra={"action": "loop_disabled", "loop": name})
+
+
+def _advance_state(loop: str, slot: datetime, event_id: str, now: datetime, fresh: bool) -> None:
+    state, created = ScheduleState.objects.get_or_create(
+        loop=loop, defaults={"enabled": True, "enabled_since": now}
+    )
+    if fresh and not created:
+        ScheduleState.objects.filter(pk=state.pk, enabled=False).update(enabled=True, enabled_since=now)
+        ScheduleState.objects.filter(pk=state.pk, enabled_since__isnull=True).update(enabled_since=now)
+    ScheduleState.objects.filter(pk=state.pk).filter(Q(last_slot__lt=slot) | Q(last_slot__isnull=True)).update(
+        last_slot=slot, last_event_id=event_id, last_tick_at=now
+    )
