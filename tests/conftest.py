@@ -1,0 +1,82 @@
+"""Shared fixtures: an isolated registry and config per test, and the personas of the inbox."""
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth.models import Permission
+
+from runtime.registry import store
+
+PROJECT_DIR = Path(django_settings.BASE_DIR)
+FIXTURES_DIR = PROJECT_DIR.parent / "shared" / "fixtures"
+
+
+def at(text: str) -> datetime:
+    """A named instant: ``at("2026-11-30T21:00:00Z")``."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+class RegistryFiles:
+    """A writable copy of the kernel registry and an empty config directory for one test."""
+
+    def __init__(self, root: Path):
+        self.registry_dir = root / "registry"
+        self.config_dir = root / "config"
+        shutil.copytree(PROJECT_DIR / "registry", self.registry_dir)
+        self.config_dir.mkdir()
+
+    def read(self, relative: str):
+        return json.loads((self.registry_dir / relative).read_text())
+
+    def write(self, relative: str, data) -> None:
+        path = self.registry_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2))
+        store.reset()
+
+    def update(self, relative: str, change) -> None:
+        data = self.read(relative)
+        change(data)
+        self.write(relative, data)
+
+    def write_config(self, name: str, text: str) -> None:
+        (self.config_dir / name).write_text(text)
+        store.reset()
+
+
+@pytest.fixture(autouse=True)
+def isolated_runtime(settings, tmp_path):
+    """Every test gets its own registry copy, an empty config dir and a runs dir."""
+    files = RegistryFiles(tmp_path / "factory")
+    settings.FACTORY_REGISTRY_DIR = files.registry_dir
+    settings.FACTORY_CONFIG_DIR = files.config_dir
+    settings.FACTORY_RUNS_DIR = tmp_path / "runs"
+    store.reset()
+    yield files
+    store.reset()
+
+
+@pytest.fixture
+def registry_files(isolated_runtime) -> RegistryFiles:
+    return isolated_runtime
+
+
+@pytest.fixture
+def approver(django_user_model):
+    user = django_user_model.objects.create_user("alice", password="alice-pass-123", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="approve_proposal"))
+    return user
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    return django_user_model.objects.create_user("victor", password="victor-pass-123", is_staff=True)
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    return django_user_model.objects.create_user("oscar", password="oscar-pass-123")
