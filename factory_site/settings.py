@@ -86,9 +86,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": env.int("FACTORY_SQLITE_BUSY_TIMEOUT_SECONDS", default=30),
     }
-    DATABASES["default"].setdefault("TEST", {})
-    if env.str("FACTORY_TEST_SQLITE_FILE", default=""):
-        DATABASES["default"]["TEST"]["NAME"] = env.str("FACTORY_TEST_SQLITE_FILE")
+if env.str("FACTORY_TEST_DB_NAME", default=""):
+    # Lets two test runs share one PostgreSQL server without fighting over test_<name>.
+    DATABASES["default"]["TEST"] = {"NAME": env.str("FACTORY_TEST_DB_NAME")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
