@@ -1,0 +1,20 @@
+"""``manage.py worker``: a standalone run worker (DESIGN §8, §10).
+
+Claims queued runs under a lease and executes them; SIGTERM or Ctrl-C finishes the
+current run first. ``--once`` works until the queue is empty, then exits.
+"""
+
+from django.core.management.base import BaseCommand
+
+from runtime.shutdown import stop_on_signals
+from runtime.worker import run_worker
+
+
+class Command(BaseCommand):
+    help = "Run queued runs: claim with a lease, execute through the adapter, record the outcome."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
+
+    def handle(self, *args, **options):
+        run_worker(stop=stop_on_signals(), once=options["once"])

@@ -1,0 +1,19 @@
+"""``manage.py slot_loop``: the one-second loop alone — ticks, planning (DESIGN §5, §7).
+
+``runserve`` starts it as a child process; ``--once`` runs one iteration and exits.
+"""
+
+from django.core.management.base import BaseCommand
+
+from runtime.shutdown import stop_on_signals
+from schedules.slot_loop import run_slot_loop
+
+
+class Command(BaseCommand):
+    help = "Run the slot loop: admit due ticks, plan admitted events, once a second."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="run one iteration and exit")
+
+    def handle(self, *args, **options):
+        run_slot_loop(stop=stop_on_signals(), once=options["once"])
