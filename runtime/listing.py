@@ -1,0 +1,73 @@
+"""The JSON items of the read commands (DESIGN §10): camelCase, as the envelope; ids are integers."""
+
+from .models import Event, JournalEntry, Proposal, Run
+from .timefmt import format_instant
+
+
+def _instant(value):
+    return format_instant(value) if value else None
+
+
+def event_item(event: Event) -> dict:
+    return {
+        **event.envelope(),
+        "id": event.pk,
+        "door": event.door,
+        "admittedAt": _instant(event.admitted_at),
+        "planning": {"outcome": event.planning_outcome, "reason": event.planning_reason or None},
+    }
+
+
+def proposal_item(proposal: Proposal) -> dict:
+    return {
+        "id": proposal.pk,
+        "status": proposal.status,
+        "eventId": proposal.event.event_id,
+        "loop": proposal.loop,
+        "key": proposal.loop_key,
+        "definition": proposal.definition,
+        "idempotencyKey": proposal.idempotency_key,
+        "plan": proposal.plan,
+        "registryDigest": proposal.registry_digest,
+        "createdAt": _instant(proposal.created_at),
+        "actor": proposal.actor or None,
+        "decidedBy": proposal.decided_by.get_username() if proposal.decided_by else None,
+        "decidedAt": _instant(proposal.decided_at),
+        "note": proposal.note,
+    }
+
+
+def run_item(run: Run) -> dict:
+    return {
+        "id": run.pk,
+        "status": run.status,
+        "definition": run.definition,
+        "eventId": run.event.event_id,
+        "loop": run.loop,
+        "key": run.loop_key,
+        "idempotencyKey": run.idempotency_key,
+        "attempt": run.attempt,
+        "maxAttempts": run.max_attempts,
+        "outcome": run.outcome or None,
+        "reason": run.reason or None,
+        "summary": run.summary or None,
+        "actor": run.actor,
+        "approvedBy": run.approved_by.get_username() if run.approved_by else None,
+        "queuedAt": _instant(run.queued_at),
+        "finishedAt": _instant(run.finished_at),
+        "stdoutPath": run.stdout_path or None,
+    }
+
+
+def journal_item(entry: JournalEntry) -> dict:
+    return {
+        "id": entry.pk,
+        "at": _instant(entry.at),
+        "action": entry.action,
+        "actor": entry.actor,
+        "actorName": entry.actor_name or None,
+        "eventId": entry.event.event_id if entry.event_id else None,
+        "proposalId": entry.proposal_id,
+        "runId": entry.run_id,
+        "data": entry.data,
+    }

@@ -1,0 +1,21 @@
+"""``manage.py approve ID --as USERNAME``: approve a proposal from a shell (DESIGN §7, §10).
+
+Recorded as ``actor: "operator"`` with that user, the OS user and ``via: "cli"``;
+exit 2 when refused (no permission, not pending, a run of the loop in flight).
+"""
+
+from django.utils import timezone
+
+from runtime.approval import approve_proposal
+from runtime.management.decision_command import DecisionCommand
+
+
+class Command(DecisionCommand):
+    help = "Approve a pending proposal as an operator and queue its run."
+
+    def handle(self, *args, **options):
+        user = self.operator(options["username"])
+        run = self.decide(lambda: approve_proposal(
+            options["proposal_id"], user=user, now=timezone.now(), via="cli", os_user=self.os_user()
+        ))
+        self.stdout.write(f"approved proposal {options['proposal_id']} as {user.get_username()}: run {run.pk} queued")

@@ -1,0 +1,21 @@
+"""``manage.py proposals [--status S] [--limit N] [--json]``: proposals, newest first."""
+
+from runtime.listing import proposal_item
+from runtime.management.listing_command import ListingCommand
+from runtime.models import Proposal, ProposalStatus
+
+
+class Command(ListingCommand):
+    help = "List proposals, newest first."
+    columns = ("id", "status", "definition", "loop", "eventId", "createdAt", "actor", "decidedBy")
+
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument("--status", choices=ProposalStatus.values, help="only proposals in this status")
+
+    def queryset(self, options):
+        proposals = Proposal.objects.select_related("event", "decided_by").order_by("-id")
+        return proposals.filter(status=options["status"]) if options["status"] else proposals
+
+    def item(self, row):
+        return proposal_item(row)

@@ -1,0 +1,21 @@
+"""``manage.py reject ID --as USERNAME [--note TEXT]``: reject a proposal from a shell (DESIGN §7, §10)."""
+
+from django.utils import timezone
+
+from runtime.approval import reject_proposal
+from runtime.management.decision_command import DecisionCommand
+
+
+class Command(DecisionCommand):
+    help = "Reject a pending proposal as an operator, with an optional note."
+
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument("--note", default="", help="why, for the journal")
+
+    def handle(self, *args, **options):
+        user = self.operator(options["username"])
+        self.decide(lambda: reject_proposal(
+            options["proposal_id"], user=user, now=timezone.now(), note=options["note"], via="cli", os_user=self.os_user()
+        ))
+        self.stdout.write(f"rejected proposal {options['proposal_id']} as {user.get_username()}")

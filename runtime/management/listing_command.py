@@ -1,0 +1,47 @@
+"""The shape every read command shares: newest first, ``--limit``, ``--json`` (DESIGN §10)."""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+
+class ListingCommand(BaseCommand):
+    """Subclasses give ``queryset(options)``, ``item(row)`` and the text ``columns``."""
+
+    columns: tuple[str, ...] = ()
+    default_limit = 50
+
+    def add_arguments(self, parser):
+        parser.add_argument("--limit", type=int, default=self.default_limit, help=f"at most N rows (default {self.default_limit})")
+        parser.add_argument("--json", action="store_true", help="print one JSON array")
+
+    def queryset(self, options):
+        raise NotImplementedError
+
+    def item(self, row) -> dict:
+        raise NotImplementedError
+
+    def handle(self, *args, **options):
+        if options["limit"] < 1:
+            raise CommandError("--limit must be at least 1")
+        items = [self.item(row) for row in self.queryset(options)[: options["limit"]]]
+        if options["json"]:
+            self.stdout.write(json.dumps(items, indent=2, ensure_ascii=False))
+            return
+        if not items:
+            self.stdout.write("(none)")
+            return
+        rows = [[self.cell(item, column) for column in self.columns] for item in items]
+        widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(self.columns)]
+        self.stdout.write("  ".join(c.ljust(w) for c, w in zip(self.columns, widths)).rstrip())
+        for row in rows:
+            self.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+    @staticmethod
+    def cell(item: dict, column: str) -> str:
+        value = item
+        for part in column.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is None:
+            return "-"
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
