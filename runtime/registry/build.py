@@ -42,6 +42,10 @@ KERNEL_LOOP_REQUIRED = ("every", "eventType")
 LOOP_DEFAULTS = {"catchUp": "none", "singleton": True, "approval": "watched", "enabled": False, "payload": {}}
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 SAMPLE_SLOT = "2026-01-01T00:00:00Z"
+#: The ``schedules.json`` key of the per-repo templates; loop names are lowercase, so it never collides.
+REPO_LOOPS_KEY = "repoLoops"
+#: The template whose cadence a repo's ``merge_every`` sets (spec §12).
+MERGE_TEMPLATE = "merge-{repo}"
 
 
 class _Loader:
@@ -51,6 +55,7 @@ class _Loader:
         self.registry_dir = registry_dir
         self.config_dir = config_dir
         self.errors: list[RegistryError] = []
+        self.broken: set[tuple[str, str]] = set()
         self.meta = self._meta_registry()
 
     # --- helpers ---------------------------------------------------------------------
@@ -66,7 +71,12 @@ class _Loader:
         return SchemaRegistry().with_resources(resources)
 
     def check_shape(self, path: Path, data, meta_name: str, entry_level: bool) -> bool:
-        """Validate ``data`` against a meta-schema; unknown keys are errors. True when clean."""
+        """Validate ``data`` against a meta-schema; unknown keys are errors.
+
+        True when the file is usable: clean, or (``entry_level``) broken only inside
+        some entries, whose names are added to ``self.broken`` so that they are skipped
+        without cascading into errors about whatever refers to them.
+        """
         meta_id = f"https://factory-runtime.invalid/meta/{meta_name}"
         try:
             schema = self.meta.contents(meta_id)
@@ -74,14 +84,17 @@ class _Loader:
             self.error(path, "<file>", "missing_schema", f"meta-schema {meta_name} is not in registry/schemas/meta/")
             return False
         validator = Draft202012Validator(schema, registry=self.meta)
-        clean = True
+        usable = True
         for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
             parts = [str(p) for p in err.absolute_path]
             entry = parts[0] if entry_level and parts else "<top>"
             where = "/".join(parts) or "<top>"
             self.error(path, entry, "schema", f"at {where}: {err.message}")
-            clean = False
-        return clean
+            if entry == "<top>":
+                usable = False
+            else:
+                self.broken.add((path.name, entry))
+        return usable
 
     def load_schema_file(self, name: str, path: Path, entry: str) -> dict | None:
         """A payload/input/output schema from ``registry/schemas/``; errors name the referrer."""
@@ -160,6 +173,8 @@ class _Loader:
             return {}
         result = {}
         for name, entry in data.items():
+            if (path.name, name) in self.broken:
+                continue
             target = definitions.get(entry["target"])
             if target is None:
                 self.error(path, name, "missing_definition", f"target {entry['target']} has no file in definitions/")
@@ -192,6 +207,8 @@ class _Loader:
             return ()
         result = []
         for index, entry in enumerate(data):
+            if (path.name, str(index)) in self.broken:
+                continue
             label = f"[{index}] {entry['from']} {entry['outcome']}"
             if entry["from"] not in definitions:
                 self.error(path, label, "missing_definition", f"{entry['from']} has no file in definitions/")
@@ -227,40 +244,94 @@ class _Loader:
         return tuple(result)
 
     # --- schedules -----------------------------------------------------------------------
-    def kernel_loops(self) -> dict[str, tuple[dict, str]]:
-        """Kernel entries as ``name → (raw entry with defaults, source)``."""
+    def kernel_loops(self) -> tuple[dict[str, tuple[dict, str, tuple]], dict[str, dict]]:
+        """The kernel's loops as ``name → (raw entry with defaults, "kernel", ())`` and its
+        ``repoLoops`` templates as ``template name → raw entry`` (DESIGN §4)."""
         path = self.registry_dir / "schedules.json"
         data = read_json(path, self.errors)
         if data is None or not self.check_shape(path, data, "schedules.schema.json", entry_level=True):
-            return {}
+            return {}, {}
+        templates = data.pop(REPO_LOOPS_KEY, {})
         result = {}
         for name, entry in data.items():
+            if (path.name, name) in self.broken:
+                continue
             if not re.match(LOOP_NAME_PATTERN, name):
                 self.error(path, name, "invalid_loop_name", f"a loop name must match {LOOP_NAME_PATTERN}")
                 continue
-            missing = [k for k in KERNEL_LOOP_REQUIRED if k not in entry]
-            if missing:
-                self.error(path, name, "incomplete_entry", f"missing {', '.join(missing)}")
+            if self.check_kernel_entry(path, name, entry):
+                result[name] = ({**LOOP_DEFAULTS, **entry}, "kernel", ())
+        return result, templates
+
+    def check_kernel_entry(self, path: Path, name: str, entry: dict) -> bool:
+        """The rules a tracked declaration (loop or repo template) obeys before merging."""
+        missing = [k for k in KERNEL_LOOP_REQUIRED if k not in entry]
+        if missing:
+            self.error(path, name, "incomplete_entry", f"missing {', '.join(missing)}")
+            return False
+        if entry.get("approval") == "auto" and entry.get("enabled") is not True:
+            self.error(
+                path, name, "auto_requires_enabled",
+                "approval auto must be declared with enabled: true in the same entry",
+            )
+        return True
+
+    def repo_loops(
+        self, templates: dict[str, dict], repos: tuple[Repo, ...], kernel: dict[str, tuple[dict, str, tuple]]
+    ) -> dict[str, tuple[dict, str, tuple]]:
+        """Expand the ``repoLoops`` templates for every repo that is not ``report_only`` (spec §12).
+
+        Each loop is ``name → (entry, "repos", overrides)``: the template with ``{repo}``
+        replaced in its name and ``repo`` added to its payload. The ``merge-{repo}``
+        template takes the repo's ``merge_every`` (reported in ``overrides`` as
+        ``every``); an overlay override by loop name comes later and wins. Errors:
+        ``template_payload_repo`` (a template may not pin the repo), ``invalid_loop_name``
+        (an expanded name too long), ``repo_loop_collision`` (the name of a kernel loop).
+        """
+        path = self.registry_dir / "schedules.json"
+        result: dict[str, tuple[dict, str, tuple]] = {}
+        for template, raw in templates.items():
+            label = f"{REPO_LOOPS_KEY}/{template}"
+            if not self.check_kernel_entry(path, label, raw):
                 continue
-            if entry.get("approval") == "auto" and entry.get("enabled") is not True:
-                self.error(
-                    path, name, "auto_requires_enabled",
-                    "approval auto must be declared with enabled: true in the same entry",
-                )
-            result[name] = ({**LOOP_DEFAULTS, **entry}, "kernel")
+            if "repo" in (raw.get("payload") or {}):
+                self.error(path, label, "template_payload_repo", "the expansion sets payload.repo; a template may not")
+                continue
+            for repo in repos:
+                if repo.report_only:
+                    continue
+                name = template.replace("{repo}", repo.name)
+                if not re.match(LOOP_NAME_PATTERN, name):
+                    self.error(path, label, "invalid_loop_name", f"{name!r} (repo {repo.name}) must match {LOOP_NAME_PATTERN}")
+                    continue
+                if name in kernel:
+                    self.error(path, label, "repo_loop_collision", f"{name!r} (repo {repo.name}) is also a kernel loop")
+                    continue
+                entry = {**LOOP_DEFAULTS, **raw, "payload": {**(raw.get("payload") or {}), "repo": repo.name}}
+                overrides: tuple[str, ...] = ()
+                if template == MERGE_TEMPLATE and repo.merge_every and repo.merge_every != raw["every"]:
+                    entry["every"], overrides = repo.merge_every, ("every",)
+                result[name] = (entry, "repos", overrides)
         return result
 
-    def merge_overlay(self, loops: dict[str, tuple[dict, str]]) -> dict[str, tuple[dict, str, tuple]]:
-        """Apply ``config/schedule.yaml`` over the kernel loops (DESIGN §4 merge rules)."""
+    def merge_overlay(self, loops: dict[str, tuple[dict, str, tuple]]) -> dict[str, tuple[dict, str, tuple]]:
+        """Apply ``config/schedule.yaml`` over the kernel and repo loops (DESIGN §4 merge rules).
+
+        ``overrides`` accumulates: a repo loop whose cadence came from ``merge_every``
+        keeps ``every`` listed. The overlay may not move a repo loop to another repo.
+        """
         path = self.config_dir / "schedule.yaml"
-        merged = {name: (entry, source, ()) for name, (entry, source) in loops.items()}
+        merged = dict(loops)
         data = read_yaml(path, self.errors)
         if data is None or not self.check_shape(path, data, "overlay.schema.json", entry_level=False):
             return merged
         for name, entry in ((data or {}).get("schedules") or {}).items():
             if name in merged:
-                base, source, _ = merged[name]
+                base, source, base_overrides = merged[name]
                 forbidden = [k for k in entry if k not in OVERLAY_OVERRIDABLE and entry[k] != base.get(k)]
+                repo = base["payload"].get("repo") if source == "repos" else None
+                if repo is not None and (entry.get("payload") or {}).get("repo", repo) != repo:
+                    forbidden.append("payload.repo")
                 if forbidden:
                     self.error(
                         path, name, "overlay_forbidden_override",
@@ -268,7 +339,10 @@ class _Loader:
                         f"{', '.join(forbidden)} stay pinned in the tracked registry",
                     )
                     continue
-                overrides = tuple(k for k in OVERLAY_OVERRIDABLE if k in entry and entry[k] != base.get(k))
+                overrides = tuple(
+                    k for k in OVERLAY_OVERRIDABLE
+                    if k in base_overrides or (k in entry and entry[k] != base.get(k))
+                )
                 effective = dict(base)
                 effective.update({k: entry[k] for k in ("enabled", "every") if k in entry})
                 if "payload" in entry:
@@ -319,6 +393,8 @@ class _Loader:
                 )
                 ok = False
             etype = event_types.get(entry["eventType"])
+            if etype is None and ("event-types.json", entry["eventType"]) in self.broken:
+                continue
             if etype is None:
                 self.error(path, name, "unregistered_event_type", f"{entry['eventType']!r} is not in event-types.json")
                 ok = False
@@ -383,7 +459,10 @@ class _Loader:
         event_types = self.event_types(definitions)
         edges = self.edges(definitions, event_types)
         repos = self.repos()
-        loops = self.effective_loops(self.merge_overlay(self.kernel_loops()), event_types, definitions)
+        kernel, templates = self.kernel_loops()
+        loops = self.effective_loops(
+            self.merge_overlay({**kernel, **self.repo_loops(templates, repos, kernel)}), event_types, definitions
+        )
         envelope_schema = self.builtin_schema("factory.event.v1.json")
         command_result_schema = self.builtin_schema("factory.command-result.v1.json")
         if self.errors:
