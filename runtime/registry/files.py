@@ -11,9 +11,14 @@ from .model import RegistryError
 
 
 def display_path(path: Path) -> str:
-    """``registry/schedules.json`` for files inside the project, the absolute path otherwise."""
+    """How errors name a file: ``registry/<path>`` inside the registry directory, the
+    project-relative path inside the project, the absolute path otherwise."""
+    resolved = path.resolve()
+    registry_dir = Path(settings.FACTORY_REGISTRY_DIR).resolve()
+    if resolved == registry_dir or registry_dir in resolved.parents:
+        return (Path("registry") / resolved.relative_to(registry_dir)).as_posix()
     try:
-        return path.resolve().relative_to(settings.BASE_DIR.resolve()).as_posix()
+        return resolved.relative_to(Path(settings.BASE_DIR).resolve()).as_posix()
     except ValueError:
         return str(path)
 

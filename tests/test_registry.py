@@ -1,0 +1,216 @@
+"""Registry validation, fail closed, each rule with its exact error (DESIGN §4)."""
+
+import json
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from runtime.registry import RegistryInvalid, load_registry
+
+REAPER_SPEC_ENTRY = {
+    "every": "60m", "eventType": "clock.tick.reaper", "catchUp": "none",
+    "singleton": True, "approval": "watched", "enabled": False,
+}
+
+
+def errors(files):
+    with pytest.raises(RegistryInvalid) as raised:
+        load_registry(files.registry_dir, files.config_dir)
+    return [str(e) for e in raised.value.errors]
+
+
+def load(files):
+    return load_registry(files.registry_dir, files.config_dir)
+
+
+def set_loop(files, name, **entry):
+    files.update("schedules.json", lambda loops: loops.__setitem__(name, {**loops.get(name, {}), **entry}))
+
+
+def test_the_kernel_ships_the_specification_reaper_entry_verbatim(registry_files):
+    assert registry_files.read("schedules.json")["reaper"] == REAPER_SPEC_ENTRY
+    reaper = registry_files.read("definitions/reaper@1.json")
+    assert reaper["mutating"] is True and "--apply" in reaper["command"]
+    heartbeat = load(registry_files).loops["heartbeat"]
+    assert (heartbeat.every, heartbeat.event_type, heartbeat.approval, heartbeat.enabled, heartbeat.singleton,
+            heartbeat.catch_up, heartbeat.source) == ("5m", "clock.tick.heartbeat", "auto", True, True, "none", "kernel")
+
+
+@pytest.mark.parametrize("every", ["60x", "0m", "1.5h", "60", " 5m", "5 m", "-5m"])
+def test_an_unparseable_every_is_a_load_error(registry_files, every):
+    set_loop(registry_files, "reaper", every=every)
+    assert errors(registry_files) == [
+        f"registry/schedules.json: reaper: unparseable_every: {every!r} is not a cadence: write a positive "
+        "integer and one of s, m, h, d (e.g. 90s, 60m, 4h, 7d)"
+    ]
+
+
+def test_an_unregistered_event_type_is_a_load_error(registry_files):
+    set_loop(registry_files, "reaper", eventType="clock.tick.nobody")
+    assert errors(registry_files) == [
+        "registry/schedules.json: reaper: unregistered_event_type: 'clock.tick.nobody' is not in event-types.json"
+    ]
+
+
+def test_unknown_keys_are_errors_a_typo_never_disables_a_rule(registry_files):
+    set_loop(registry_files, "reaper", enabeld=True)
+    assert errors(registry_files) == [
+        "registry/schedules.json: reaper: schema: at reaper: Additional properties are not allowed ('enabeld' was unexpected)"
+    ]
+
+
+def test_auto_needs_enabled_true_in_the_same_declaration(registry_files):
+    set_loop(registry_files, "reaper", approval="auto")
+    assert "registry/schedules.json: reaper: auto_requires_enabled: approval auto must be declared with enabled: true in the same entry" in errors(registry_files)
+
+
+def test_auto_on_a_human_approval_only_type_is_a_load_error(registry_files):
+    registry_files.update("event-types.json", lambda t: t["clock.tick.heartbeat"].__setitem__("humanApprovalOnly", True))
+    assert errors(registry_files) == [
+        "registry/schedules.json: heartbeat: auto_on_human_only: clock.tick.heartbeat is humanApprovalOnly"
+    ]
+
+
+def test_catch_up_outside_the_policies_and_all_with_singleton_are_load_errors(registry_files):
+    set_loop(registry_files, "reaper", catchUp="sometimes")
+    assert errors(registry_files) == ["registry/schedules.json: reaper: invalid_catch_up: catchUp 'sometimes' is not none, last or all"]
+    set_loop(registry_files, "reaper", catchUp="all")
+    assert errors(registry_files) == [
+        "registry/schedules.json: reaper: catch_up_all_singleton: catchUp all fires every missed slot, and a singleton loop would NOOP all but one"
+    ]
+
+
+def test_a_missing_target_definition_is_a_load_error(registry_files):
+    registry_files.update("event-types.json", lambda t: t["clock.tick.reaper"].__setitem__("target", "reaper@9"))
+    assert "registry/event-types.json: clock.tick.reaper: missing_definition: target reaper@9 has no file in definitions/" in errors(registry_files)
+
+
+def test_an_edge_to_an_unregistered_type_is_a_load_error(registry_files):
+    registry_files.write("edges.json", [{"from": "reaper@1", "outcome": "REAPED", "emit": [{"type": "nobody.listens", "payload": {}}]}])
+    assert errors(registry_files) == [
+        "registry/edges.json: [0] reaper@1 REAPED: edge_unregistered_type: event type 'nobody.listens' is not registered"
+    ]
+
+
+def test_a_loop_whose_sample_tick_fails_the_input_schema_is_a_load_error(registry_files):
+    set_loop(registry_files, "reaper", payload={"repo": "hello"})
+    assert errors(registry_files) == [
+        "registry/schedules.json: reaper: sample_tick_invalid: a tick of this loop fails the payload schema of "
+        "clock.tick.reaper at <top>: Additional properties are not allowed ('repo' was unexpected)"
+    ]
+
+
+def test_a_mutating_command_must_be_a_closed_template(registry_files):
+    registry_files.update("definitions/reaper@1.json", lambda d: d["command"].append("--ticket={payload.ticket}"))
+    assert errors(registry_files) == [
+        "registry/definitions/reaper@1.json: reaper@1: open_template: {payload.ticket} lets an event fill the argv "
+        "of a mutating command; a mutating command must be a closed template (spec §7)"
+    ]
+
+
+def test_a_scheduled_agent_needs_allow_scheduled(registry_files):
+    registry_files.update("definitions/reaper@1.json", lambda d: (d.__setitem__("adapter", "agent"), d.pop("command")))
+    assert errors(registry_files) == [
+        "registry/schedules.json: reaper: agent_not_schedulable: reaper@1 is an agent without allowScheduled: true (spec §7)"
+    ]
+
+
+def test_type_auto_only_for_read_only_targets(registry_files):
+    registry_files.update("event-types.json", lambda t: t["clock.tick.reaper"].__setitem__("approval", "auto"))
+    assert errors(registry_files) == [
+        "registry/event-types.json: clock.tick.reaper: auto_on_mutating_target: approval auto is only for read-only targets; reaper@1 is mutating"
+    ]
+
+
+def test_invalid_json_names_the_file(registry_files):
+    (registry_files.registry_dir / "edges.json").write_text("[")
+    assert errors(registry_files) == ["registry/edges.json: <file>: invalid_json: Expecting value: line 1 column 2 (char 1)"]
+
+
+def test_errors_are_all_reported_together(registry_files):
+    set_loop(registry_files, "reaper", every="never")
+    registry_files.update("event-types.json", lambda t: t["clock.tick.heartbeat"].__setitem__("approvl", "auto"))
+    assert len(errors(registry_files)) == 2
+
+
+# --- the overlay --------------------------------------------------------------------------
+
+def test_the_overlay_may_enable_change_every_and_payload_and_reports_it(registry_files):
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabled: true\n    every: 1m\n")
+    reaper = load(registry_files).loops["reaper"]
+    assert (reaper.enabled, reaper.every, reaper.cadence_seconds, reaper.source, reaper.overrides) == (
+        True, "1m", 60, "kernel", ("enabled", "every")
+    )
+
+
+@pytest.mark.parametrize("field,value", [("approval", "auto"), ("eventType", "clock.tick.heartbeat"), ("singleton", "false"), ("catchUp", "last")])
+def test_the_overlay_may_not_change_pinned_fields(registry_files, field, value):
+    registry_files.write_config("schedule.yaml", f"schedules:\n  reaper:\n    {field}: {value}\n")
+    assert errors(registry_files) == [
+        f"config/schedule.yaml: reaper: overlay_forbidden_override: the overlay may change only enabled, every, "
+        f"payload of a kernel loop; {field} stay pinned in the tracked registry"
+    ] if False else [
+        f"{registry_files.config_dir / 'schedule.yaml'}: reaper: overlay_forbidden_override: the overlay may change "
+        f"only enabled, every, payload of a kernel loop; {field} stay pinned in the tracked registry"
+    ]
+
+
+def test_a_new_overlay_loop_must_be_complete_and_never_auto(registry_files):
+    overlay = registry_files.config_dir / "schedule.yaml"
+    registry_files.write_config("schedule.yaml", "schedules:\n  nightly:\n    every: 1d\n    eventType: clock.tick.heartbeat\n")
+    assert errors(registry_files) == [f"{overlay}: nightly: overlay_incomplete: a new overlay loop must declare catchUp, singleton, enabled"]
+    registry_files.write_config(
+        "schedule.yaml",
+        "schedules:\n  nightly:\n    every: 1d\n    eventType: clock.tick.heartbeat\n    catchUp: none\n"
+        "    singleton: true\n    enabled: true\n    approval: auto\n",
+    )
+    assert errors(registry_files) == [f"{overlay}: nightly: overlay_auto: approval auto is a tracked registry declaration, never local configuration"]
+
+
+def test_the_overlay_may_disable_an_auto_loop_and_add_a_watched_one(registry_files):
+    registry_files.write_config(
+        "schedule.yaml",
+        "schedules:\n  heartbeat:\n    enabled: false\n  nightly:\n    every: 1d\n    eventType: clock.tick.heartbeat\n"
+        "    catchUp: none\n    singleton: true\n    enabled: true\n",
+    )
+    loops = load(registry_files).loops
+    assert (loops["heartbeat"].enabled, loops["heartbeat"].overrides) == (False, ("enabled",))
+    assert (loops["nightly"].source, loops["nightly"].approval, loops["nightly"].overrides) == ("overlay", "watched", ())
+
+
+def test_an_unknown_overlay_key_and_bad_yaml_are_errors(registry_files):
+    overlay = registry_files.config_dir / "schedule.yaml"
+    registry_files.write_config("schedule.yaml", "schedule:\n  reaper:\n    enabled: true\n")
+    assert errors(registry_files) == [f"{overlay}: <top>: schema: at <top>: Additional properties are not allowed ('schedule' was unexpected)"]
+    registry_files.write_config("schedule.yaml", "schedules: [unclosed\n")
+    assert errors(registry_files)[0].startswith(f"{overlay}: <file>: invalid_yaml:")
+
+
+def test_the_digest_covers_the_kernel_and_never_the_overlay(registry_files):
+    before = load(registry_files).digest
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabled: true\n")
+    assert load(registry_files).digest == before
+    set_loop(registry_files, "reaper", every="30m")
+    assert load(registry_files).digest != before
+
+
+def test_registry_commands_and_the_system_check(registry_files, capsys):
+    call_command("registry", "digest")
+    assert capsys.readouterr().out.strip() == load(registry_files).digest
+    set_loop(registry_files, "reaper", every="never")
+    with pytest.raises(SystemExit) as exited:
+        call_command("registry", "check")
+    assert exited.value.code == 1
+    assert "registry/schedules.json: reaper: unparseable_every:" in capsys.readouterr().err
+    with pytest.raises(SystemCheckError, match="runtime.E001"):
+        call_command("check")
+
+
+def test_the_shipped_example_overlay_is_valid(registry_files):
+    example = (settings.BASE_DIR / "config" / "schedule.example.yaml").read_text()
+    registry_files.write_config("schedule.yaml", example)
+    reaper = load(registry_files).loops["reaper"]
+    assert (reaper.enabled, reaper.every, reaper.approval) == (True, "1m", "watched")
+    json.dumps(reaper.payload)
