@@ -62,7 +62,10 @@ class ProposalAdmin(ReadOnlyAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(
             pending_first=Case(When(status=ProposalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField())
-        ).order_by("pending_first", "-id")
+        )
+
+    def get_ordering(self, request):
+        return ["pending_first", "-id"]
 
     def has_approve_permission(self, request):
         return request.user.has_perm("runtime.approve_proposal")
