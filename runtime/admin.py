@@ -59,13 +59,9 @@ class ProposalAdmin(ReadOnlyAdmin):
     )
     readonly_fields = fields
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
-            pending_first=Case(When(status=ProposalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField())
-        )
-
     def get_ordering(self, request):
-        return ["pending_first", "-id"]
+        pending_first = Case(When(status=ProposalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField())
+        return [pending_first.asc(), "-id"]
 
     def has_approve_permission(self, request):
         return request.user.has_perm("runtime.approve_proposal")
