@@ -58,11 +58,36 @@ def _schema_errors(schema: dict, document, code: str, what: str) -> list[dict]:
     return errors
 
 
+def _unstorable_text(document) -> str | None:
+    """Describe the first string (key or value) in ``document`` the database cannot store, or None.
+
+    PostgreSQL refuses U+0000 in text and jsonb, and no database takes a lone surrogate
+    (``"\\ud800"`` decodes to one in Python); refused here, they are a 422 rather than a 500.
+    """
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            if "\x00" in node:
+                return "a string contains U+0000 (NUL), which cannot be stored"
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return "a string contains a lone surrogate, which is not Unicode text"
+    return None
+
+
 def validate_envelope(envelope, *, door: Door, registry: Registry) -> list[dict]:
     """Return every reason ``envelope`` may not be admitted through ``door`` (empty: admissible).
 
     Checks, in order: the ``factory.event/v1`` schema, ``occurredAt`` as RFC 3339 with an
-    offset, the reserved prefixes, the type's registration, the payload schema.
+    offset, the reserved prefixes, text the database can store, the type's registration,
+    the payload schema, storable text in the payload.
     """
     if not isinstance(envelope, dict):
         return [{"code": "invalid_envelope", "detail": "the envelope must be a JSON object"}]
@@ -72,6 +97,9 @@ def validate_envelope(envelope, *, door: Door, registry: Registry) -> list[dict]
             parse_instant(envelope["occurredAt"])
         except InstantError as exc:
             errors.append({"code": "invalid_envelope", "detail": f"envelope at occurredAt: {exc}"})
+        except OverflowError:
+            # e.g. 9999-12-31T23:59:59-01:00: a valid text whose UTC instant is past year 9999.
+            errors.append({"code": "invalid_envelope", "detail": "envelope at occurredAt: the instant is out of range in UTC"})
     event_id = envelope.get("eventId")
     if isinstance(event_id, str):
         for prefix, owner in RESERVED_PREFIXES.items():
@@ -80,6 +108,8 @@ def validate_envelope(envelope, *, door: Door, registry: Registry) -> list[dict]
                     "code": "reserved_event_id",
                     "detail": f"eventIds starting with {prefix!r} belong to the {owner.value} door",
                 })
+    if not errors and (problem := _unstorable_text({k: v for k, v in envelope.items() if k != "payload"})):
+        errors.append({"code": "invalid_envelope", "detail": f"envelope: {problem}"})
     if errors:
         return errors
     event_type = registry.event_types.get(envelope["type"])
@@ -87,6 +117,8 @@ def validate_envelope(envelope, *, door: Door, registry: Registry) -> list[dict]
         return [{"code": "unregistered_type", "detail": f"event type {envelope['type']!r} is not registered"}]
     if event_type.payload_schema is not None:
         errors = _schema_errors(event_type.payload_schema, envelope["payload"], "invalid_payload", "payload")
+    if not errors and (problem := _unstorable_text(envelope["payload"])):
+        errors.append({"code": "invalid_payload", "detail": f"payload: {problem}"})
     return errors
 
 

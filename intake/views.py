@@ -1,3 +1,134 @@
-from django.shortcuts import render
+"""The HTTP doors: ``POST /events`` and ``POST /github`` (DESIGN §10, §12; spec §13).
 
-# Create your views here.
+Both views read the raw body themselves (``intake.bodies.read_body``), check in the order
+size → signature → content type → JSON → envelope or translation, and answer every refusal
+with a status and a machine-readable code; nothing is written before the signature holds.
+They are CSRF-exempt (``APIView.as_view`` wraps them) and use no session or login:
+``authentication_classes = []`` and ``AllowAny``, because the signature is the
+authentication. The client's ``Accept`` header is ignored: the answer is always JSON.
+
+Statuses: 202 admitted, 200 duplicate or ignored, 401 ``{error, detail}`` not authentic,
+413/415 ``{error, detail}``, 422 ``{errors: [{code, detail}]}``.
+"""
+
+from django.conf import settings
+from django.utils import timezone
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from intake.admission import Admission, AdmissionRefused, admit_event
+from intake.bodies import (
+    EVENTS_MAX_BODY_BYTES,
+    FORM_CONTENT_TYPE,
+    GITHUB_MAX_BODY_BYTES,
+    JSON_CONTENT_TYPE,
+    BodyRefused,
+    decode_form_payload,
+    decode_json,
+    read_body,
+    require_media_type,
+)
+from intake.github import Ignored
+from intake.services import receive_github_delivery
+from intake.signatures import SignatureRefused, verify_factory_signature, verify_github_signature
+from runtime.models import Door
+
+
+class AlwaysJSON(BaseContentNegotiation):
+    """Answer JSON whatever ``Accept`` says: webhook senders are not browsers."""
+
+    def select_parser(self, request, parsers):
+        return None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+def _error(status: int, code: str, detail: str) -> Response:
+    return Response({"error": code, "detail": detail}, status=status)
+
+
+def _errors(errors: list[dict]) -> Response:
+    return Response({"errors": errors}, status=422)
+
+
+def _refused(exc: BodyRefused) -> Response:
+    if exc.status == 422:
+        return _errors([{"code": exc.code, "detail": exc.detail}])
+    return _error(exc.status, exc.code, exc.detail)
+
+
+def _admitted(admission: Admission) -> Response:
+    if admission.duplicate:
+        return Response({"admitted": False, "duplicate": True, "eventId": admission.event_id}, status=200)
+    return Response({"admitted": True, "duplicate": False, "eventId": admission.event_id}, status=202)
+
+
+class IntakeView(APIView):
+    """What both doors share: no session authentication, no parsers, JSON answers only."""
+
+    authentication_classes = []
+    permission_classes = [AllowAny]
+    parser_classes = []
+    content_negotiation_class = AlwaysJSON
+
+
+class EventsView(IntakeView):
+    """``POST /events``: a signed ``factory.event/v1`` envelope, admitted through the ``events`` door."""
+
+    def post(self, request):
+        now = timezone.now()
+        http = request._request  # the Django request: its stream is read once, here
+        try:
+            body = read_body(http, EVENTS_MAX_BODY_BYTES)
+            verify_factory_signature(
+                settings.FACTORY_EVENTS_SECRET,
+                timestamp=http.headers.get("X-Factory-Timestamp"),
+                signature=http.headers.get("X-Factory-Signature"),
+                body=body,
+                now=now,
+            )
+            require_media_type(http, (JSON_CONTENT_TYPE,))
+            envelope = decode_json(body)
+        except SignatureRefused as exc:
+            return _error(401, exc.code, exc.detail)
+        except BodyRefused as exc:
+            return _refused(exc)
+        try:
+            admission = admit_event(envelope, door=Door.EVENTS, now=now)
+        except AdmissionRefused as exc:
+            return _errors(exc.errors)
+        return _admitted(admission)
+
+
+class GitHubView(IntakeView):
+    """``POST /github``: a GitHub webhook delivery, translated by spec §13, admitted through the ``github`` door."""
+
+    def post(self, request):
+        now = timezone.now()
+        http = request._request  # the Django request: its stream is read once, here
+        try:
+            body = read_body(http, GITHUB_MAX_BODY_BYTES)
+            verify_github_signature(
+                settings.FACTORY_GITHUB_WEBHOOK_SECRET,
+                signature_256=http.headers.get("X-Hub-Signature-256"),
+                signature_1=http.headers.get("X-Hub-Signature"),
+                body=body,
+            )
+            content_type = require_media_type(http, (JSON_CONTENT_TYPE, FORM_CONTENT_TYPE))
+            payload = decode_form_payload(body) if content_type == FORM_CONTENT_TYPE else decode_json(body)
+        except SignatureRefused as exc:
+            return _error(401, exc.code, exc.detail)
+        except BodyRefused as exc:
+            return _refused(exc)
+        result = receive_github_delivery(
+            http.headers.get("X-GitHub-Event"), http.headers.get("X-GitHub-Delivery"), payload,
+            door=Door.GITHUB, now=now,
+        )
+        if isinstance(result, Admission):
+            return _admitted(result)
+        if isinstance(result, Ignored):
+            return Response({"admitted": False, "ignored": True, "reason": result.reason}, status=200)
+        return _errors(result.errors)

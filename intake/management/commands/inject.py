@@ -1,31 +1,50 @@
-"""``manage.py inject FILE|-``: admit an envelope through the same intake, no signature (DESIGN §10).
+"""``manage.py inject``: admit an envelope, or replay a raw GitHub delivery, with no signature (DESIGN §10).
 
-Exit 0 when admitted or a duplicate (the output says which), 2 when refused (it says why).
+- ``inject FILE|-`` admits a ``factory.event/v1`` envelope through the ``inject`` door.
+- ``inject --github-event KIND --delivery ID FILE|-`` replays a delivery body (the JSON
+  GitHub shows under "Recent Deliveries") through the same translation as ``POST /github``
+  (spec §13 replay parity), and admits the result through the ``inject`` door, so the
+  journal says the event came from an operator's replay rather than from GitHub.
+
+Exit 0 when admitted or a duplicate (the output says which), 2 when refused or ignored (it says why).
 """
 
-import json
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from intake.admission import AdmissionRefused, admit_event
+from intake.admission import Admission, AdmissionRefused, admit_event
+from intake.bodies import BodyRefused, decode_json
+from intake.github import Ignored
+from intake.services import receive_github_delivery
 from runtime.models import Door
 
 EXIT_REFUSED = 2
 
 
 class Command(BaseCommand):
-    help = "Admit a factory.event/v1 envelope from FILE (or - for stdin) through the inject door."
+    help = (
+        "Admit a factory.event/v1 envelope from FILE (or - for stdin) through the inject door; "
+        "with --github-event and --delivery, replay a raw GitHub delivery body through the /github translation."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("file", help="path of a JSON envelope, or - to read standard input")
+        parser.add_argument("file", help="path of a JSON envelope or delivery body, or - to read standard input")
+        parser.add_argument(
+            "--github-event", metavar="KIND",
+            help="replay FILE as a GitHub delivery of this kind (the X-GitHub-Event header, e.g. pull_request)",
+        )
+        parser.add_argument(
+            "--delivery", metavar="ID",
+            help="the delivery's X-GitHub-Delivery GUID (required with --github-event)",
+        )
 
-    def read(self, name: str) -> str:
+    def read(self, name: str) -> bytes:
         if name == "-":
-            return sys.stdin.read()
+            return sys.stdin.buffer.read()
         try:
-            with open(name, encoding="utf-8") as handle:
+            with open(name, "rb") as handle:
                 return handle.read()
         except OSError as exc:
             raise CommandError(f"cannot read {name}: {exc.strerror}", returncode=EXIT_REFUSED) from None
@@ -36,16 +55,29 @@ class Command(BaseCommand):
         sys.exit(EXIT_REFUSED)
 
     def handle(self, *args, **options):
-        text = self.read(options["file"])
+        if options["delivery"] is not None and options["github_event"] is None:
+            raise CommandError("--delivery only makes sense with --github-event", returncode=EXIT_REFUSED)
+        raw = self.read(options["file"])
         try:
-            envelope = json.loads(text)
-        except json.JSONDecodeError as exc:
-            self.refuse([{"code": "invalid_json", "detail": str(exc)}])
-        try:
-            admission = admit_event(envelope, door=Door.INJECT, now=timezone.now())
-        except AdmissionRefused as exc:
-            self.refuse(exc.errors)
-        if admission.duplicate:
-            self.stdout.write(f"duplicate: {admission.event_id} was already admitted; nothing new was admitted")
+            document = decode_json(raw)
+        except BodyRefused as exc:
+            self.refuse([{"code": exc.code, "detail": exc.detail}])
+        now = timezone.now()
+        if options["github_event"] is None:
+            try:
+                result = admit_event(document, door=Door.INJECT, now=now)
+            except AdmissionRefused as exc:
+                self.refuse(exc.errors)
         else:
-            self.stdout.write(f"admitted: {admission.event_id}")
+            result = receive_github_delivery(
+                options["github_event"], options["delivery"], document, door=Door.INJECT, now=now,
+            )
+            if isinstance(result, Ignored):
+                self.stderr.write(f"ignored: {result.reason}: {result.detail}")
+                sys.exit(EXIT_REFUSED)
+            if not isinstance(result, Admission):
+                self.refuse(result.errors)
+        if result.duplicate:
+            self.stdout.write(f"duplicate: {result.event_id} was already admitted; nothing new was admitted")
+        else:
+            self.stdout.write(f"admitted: {result.event_id}")

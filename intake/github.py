@@ -1,0 +1,231 @@
+"""GitHub deliveries → ``factory.event/v1`` envelopes: the translation table of spec §13.
+
+``translate_delivery(kind, delivery_id, payload, repos, now=...)`` is one pure function:
+the delivery's ``X-GitHub-Event``, ``X-GitHub-Delivery`` and parsed body, and the repos of
+``config/repos.yaml``, give exactly one of
+
+- ``Translated(envelope)`` — to admit;
+- ``Ignored(reason, detail)`` — a benign non-event, answered 200 so GitHub never marks
+  the hook failing: ``unhandled_event``, ``unhandled_action``, ``not_pull_request_head``,
+  ``unconfigured_repo``, ``not_base_branch``, ``repo_report_only``;
+- ``Malformed(errors)`` — answered 422: ``missing_delivery_id``, ``malformed_payload``,
+  ``ambiguous_pull_request_head``.
+
+The table (spec §13 and issue 3):
+
+=============  ================================================  ==================================
+kind           condition                                         envelope
+=============  ================================================  ==================================
+pull_request   action opened/synchronize/ready_for_review, base  ``factory.merge.requested``,
+               ref = the repo's ``base``, repo not report-only   subject + payload ``{repo}``,
+                                                                 eventId = delivery id
+workflow_run   completed, success, event ``pull_request``,       ``factory.merge.requested``
+               exactly one PR targeting the base, repo not       ``{repo, prNumbers: [N], headSha}``,
+               report-only                                       eventId ``merge-pr:<repo>:<N>:<sha>``
+workflow_run   completed, failure, repo configured (report-only  ``github.workflow-run.failed``,
+               included)                                         subject ``ci``, payload
+                                                                 ``{repo: owner/name, runId}``
+=============  ================================================  ==================================
+
+Decisions fixed by issue 3 and written down in docs/intake.md: a run whose ``event`` is not
+``pull_request`` or whose ``pull_requests`` is empty (a fork's pull request) is
+``not_pull_request_head``; more than one PR targeting the base is
+``ambiguous_pull_request_head``; a run not ``completed``, or concluded neither success nor
+failure, is ``unhandled_action``; a fork's pull request is translated like any other.
+A "PR targeting the base" is one whose base branch is the repo's ``base`` *in the
+delivery's own repository* (GitHub lists pull requests of other repositories that share
+the head commit, as the octokit ``with-pull-requests`` example shows).
+"""
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from runtime.registry import Repo
+from runtime.timefmt import InstantError, format_instant, parse_instant
+
+#: Pull-request actions that ask for a merge review (spec §13); every other one —
+#: closed, reopened, edited, labeled, … — is ``unhandled_action``.
+PULL_REQUEST_ACTIONS = ("opened", "synchronize", "ready_for_review")
+#: The only workflow_run action that carries a conclusion; requested/in_progress are ignored.
+WORKFLOW_RUN_ACTIONS = ("completed",)
+#: Conclusions of a completed run that translate; cancelled, skipped, timed_out,
+#: neutral, action_required, stale, startup_failure are ``unhandled_action``.
+WORKFLOW_RUN_CONCLUSIONS = ("success", "failure")
+#: The run ``event`` whose success is a pull request's green head (spec §13).
+PULL_REQUEST_RUN_EVENT = "pull_request"
+#: Kinds translated at all; ping, push, issues and every other kind are ``unhandled_event``.
+HANDLED_KINDS = ("pull_request", "workflow_run")
+
+SOURCE = "github"
+#: What a delivery id must look like to serve as an eventId (the envelope's eventId rule).
+DELIVERY_ID_PATTERN = re.compile(r"^[\x21-\x7e]{1,200}$")
+HEAD_SHA_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class Translated:
+    """The delivery is an event: ``envelope`` is a complete ``factory.event/v1`` envelope."""
+
+    envelope: dict
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A benign non-event (200): ``reason`` is the machine-readable code, ``detail`` the words."""
+
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A delivery that deserves a failure (422): ``errors`` is ``[{code, detail}]``."""
+
+    errors: list[dict]
+
+
+Translation = Translated | Ignored | Malformed
+
+
+class _BadShape(Exception):
+    """A field the translation needs is missing or of the wrong type (→ ``malformed_payload``)."""
+
+
+def _field(document, *path: str, kind: type | tuple[type, ...]):
+    """``document[path[0]][path[1]]…`` if every step is an object and the leaf has type ``kind``."""
+    node = document
+    for name in path:
+        if not isinstance(node, dict) or name not in node:
+            raise _BadShape(f"{'.'.join(path)} is missing")
+        node = node[name]
+    if not isinstance(node, kind) or isinstance(node, bool) and kind is not bool:
+        raise _BadShape(f"{'.'.join(path)} is not a {getattr(kind, '__name__', 'value of the expected type')}")
+    return node
+
+
+def _occurred_at(document, path: tuple[str, ...], now: datetime) -> str:
+    """The resource's ``updated_at`` as the event's occurredAt, so redeliveries are identical; else ``now``."""
+    try:
+        return format_instant(parse_instant(_field(document, *path, kind=str)))
+    except (_BadShape, InstantError, OverflowError):
+        return format_instant(now)
+
+
+def _configured(payload, repos: tuple[Repo, ...]) -> Repo | None:
+    """The repo whose ``github`` is the delivery's ``repository.full_name`` (GitHub names are case-insensitive)."""
+    full_name = _field(payload, "repository", "full_name", kind=str).lower()
+    return next((repo for repo in repos if repo.github.lower() == full_name), None)
+
+
+def _envelope(event_id: str, event_type: str, subject: str, occurred_at: str, payload: dict) -> dict:
+    return {
+        "schemaVersion": "factory.event/v1",
+        "eventId": event_id,
+        "type": event_type,
+        "source": SOURCE,
+        "subject": subject,
+        "occurredAt": occurred_at,
+        "correlationId": event_id,
+        "payload": payload,
+    }
+
+
+def _pull_request(delivery_id: str, payload: dict, repos: tuple[Repo, ...], now: datetime) -> Translation:
+    action = _field(payload, "action", kind=str)
+    if action not in PULL_REQUEST_ACTIONS:
+        return Ignored("unhandled_action", f"pull_request action {action!r} is not one of {', '.join(PULL_REQUEST_ACTIONS)}")
+    repo = _configured(payload, repos)
+    if repo is None:
+        return Ignored("unconfigured_repo", f"{payload['repository']['full_name']} is not in config/repos.yaml")
+    if repo.report_only:
+        return Ignored("repo_report_only", f"{repo.name} is report-only: merge requests never come from it")
+    base = _field(payload, "pull_request", "base", "ref", kind=str)
+    if base != repo.base:
+        return Ignored("not_base_branch", f"the pull request targets {base!r}, not {repo.name}'s base {repo.base!r}")
+    occurred_at = _occurred_at(payload, ("pull_request", "updated_at"), now)
+    return Translated(_envelope(delivery_id, "factory.merge.requested", repo.name, occurred_at, {"repo": repo.name}))
+
+
+def _targets_base(pull: dict, repo: Repo, repository_id: int) -> bool:
+    return (
+        _field(pull, "base", "ref", kind=str) == repo.base
+        and _field(pull, "base", "repo", "id", kind=int) == repository_id
+    )
+
+
+def _workflow_run(delivery_id: str, payload: dict, repos: tuple[Repo, ...], now: datetime) -> Translation:
+    action = _field(payload, "action", kind=str)
+    if action not in WORKFLOW_RUN_ACTIONS:
+        return Ignored("unhandled_action", f"workflow_run action {action!r} is not completed")
+    repo = _configured(payload, repos)
+    run = _field(payload, "workflow_run", kind=dict)
+    conclusion = run.get("conclusion")
+    if repo is None:
+        return Ignored("unconfigured_repo", f"{payload['repository']['full_name']} is not in config/repos.yaml")
+    if conclusion not in WORKFLOW_RUN_CONCLUSIONS:
+        return Ignored("unhandled_action", f"a completed run concluded {conclusion!r}: only success and failure translate")
+    occurred_at = _occurred_at(run, ("updated_at",), now)
+    run_id = _field(run, "id", kind=int)
+    if run_id < 1:
+        raise _BadShape("workflow_run.id is not a positive integer")
+    if conclusion == "failure":
+        return Translated(_envelope(
+            delivery_id, "github.workflow-run.failed", "ci", occurred_at, {"repo": repo.github, "runId": run_id},
+        ))
+    if repo.report_only:
+        return Ignored("repo_report_only", f"{repo.name} is report-only: merge requests never come from it")
+    event = _field(run, "event", kind=str)
+    pulls = _field(run, "pull_requests", kind=list)
+    if event != PULL_REQUEST_RUN_EVENT or not pulls:
+        why = f"the run was triggered by {event!r}" if event != PULL_REQUEST_RUN_EVENT else (
+            "the run lists no pull request (GitHub leaves the list empty for a fork's pull request)"
+        )
+        return Ignored("not_pull_request_head", why)
+    repository_id = _field(payload, "repository", "id", kind=int)
+    targeting = [pull for pull in pulls if _targets_base(pull, repo, repository_id)]
+    if not targeting:
+        return Ignored("not_base_branch", f"none of the run's pull requests targets {repo.name}'s base {repo.base!r}")
+    if len(targeting) > 1:
+        numbers = ", ".join(f"#{_field(pull, 'number', kind=int)}" for pull in targeting)
+        return Malformed([{
+            "code": "ambiguous_pull_request_head",
+            "detail": f"pull requests {numbers} all target {repo.base!r} from this head; which one is green is unknown",
+        }])
+    number = _field(targeting[0], "number", kind=int)
+    head_sha = _field(run, "head_sha", kind=str)
+    if number < 1 or not HEAD_SHA_PATTERN.match(head_sha):
+        raise _BadShape("the pull request number or workflow_run.head_sha is not well-formed")
+    event_id = f"merge-pr:{repo.name}:{number}:{head_sha}"
+    return Translated(_envelope(
+        event_id, "factory.merge.requested", repo.name, occurred_at,
+        {"repo": repo.name, "prNumbers": [number], "headSha": head_sha},
+    ))
+
+
+def translate_delivery(
+    kind: str | None, delivery_id: str | None, payload, repos: tuple[Repo, ...], *, now: datetime
+) -> Translation:
+    """Map one GitHub delivery to an envelope, an ignore reason or a refusal (spec §13).
+
+    ``kind`` is ``X-GitHub-Event``, ``delivery_id`` is ``X-GitHub-Delivery`` (None when
+    absent), ``payload`` the parsed body (any JSON value), ``repos`` the configured repos,
+    ``now`` (aware) the occurredAt used only when the resource carries no ``updated_at``.
+    The delivery id is required of every delivery — GitHub always sends one, so its
+    absence means a proxy or a hand-made request and is worth a failure even for a ping.
+    """
+    if not delivery_id or not DELIVERY_ID_PATTERN.match(delivery_id):
+        return Malformed([{
+            "code": "missing_delivery_id",
+            "detail": "X-GitHub-Delivery is required: 1–200 printable characters without spaces",
+        }])
+    if kind not in HANDLED_KINDS:
+        return Ignored("unhandled_event", f"{kind or '(no X-GitHub-Event)'} deliveries are not translated")
+    if not isinstance(payload, dict):
+        return Malformed([{"code": "malformed_payload", "detail": "a delivery body must be a JSON object"}])
+    try:
+        if kind == "pull_request":
+            return _pull_request(delivery_id, payload, repos, now)
+        return _workflow_run(delivery_id, payload, repos, now)
+    except _BadShape as exc:
+        return Malformed([{"code": "malformed_payload", "detail": f"{kind} delivery: {exc}"}])

@@ -1,0 +1,51 @@
+"""Intake services shared by the HTTP doors and ``inject`` (DESIGN §3, spec §13 replay parity).
+
+``receive_github_delivery`` is what ``POST /github`` does after the signature and the body
+checks, and what ``inject --github-event`` does with no signature: translate with the
+repos in force, then admit through ``admit_event``. The door differs, nothing else.
+"""
+
+import logging
+from datetime import datetime
+
+from intake.admission import Admission, AdmissionRefused, admit_event
+from intake.github import Ignored, Malformed, Translated, translate_delivery
+from runtime.models import Door
+from runtime.registry import get_registry
+
+logger = logging.getLogger(__name__)
+
+
+def receive_github_delivery(
+    kind: str | None, delivery_id: str | None, payload, *, door: Door, now: datetime
+) -> Admission | Ignored | Malformed:
+    """Translate one parsed GitHub delivery and admit it through ``door`` at ``now`` (aware UTC).
+
+    Returns the ``Admission`` (admitted or duplicate), the ``Ignored`` reason, or
+    ``Malformed`` with ``[{code, detail}]`` — a translation refusal or the admission's own
+    (``invalid_payload`` and the like, which a correct translation never produces).
+    """
+    registry = get_registry()
+    result = translate_delivery(kind, delivery_id, payload, registry.repos, now=now)
+    log = {"delivery": delivery_id, "kind": kind, "door": door.value}
+    if isinstance(result, Ignored):
+        logger.info(
+            "github delivery %s (%s) ignored: %s: %s", delivery_id, kind, result.reason, result.detail,
+            extra={"action": "github_delivery_ignored", "reason": result.reason, **log},
+        )
+        return result
+    if isinstance(result, Malformed):
+        logger.warning(
+            "github delivery %s (%s) refused: %s", delivery_id, kind, result.errors,
+            extra={"action": "github_delivery_refused", **log},
+        )
+        return result
+    assert isinstance(result, Translated)
+    try:
+        return admit_event(result.envelope, door=door, now=now, registry=registry)
+    except AdmissionRefused as exc:
+        logger.error(
+            "github delivery %s (%s) translated to an envelope admission refused: %s", delivery_id, kind, exc,
+            extra={"action": "github_delivery_refused", **log},
+        )
+        return Malformed(exc.errors)

@@ -1,0 +1,100 @@
+"""Signature checks of the two HTTP doors, over the raw bytes received (DESIGN §10, spec §13).
+
+Both schemes are HMAC-SHA256 written ``sha256=<64 hex>`` and compared in constant time
+(``hmac.compare_digest``) against the bytes exactly as they arrived — never a re-serialised
+body, whose escapes and key order would differ.
+
+- ``/events``: ``X-Factory-Signature`` over ``b"<X-Factory-Timestamp>." + body``, the
+  timestamp in unix seconds and within ``TIMESTAMP_TOLERANCE_SECONDS`` of ``now``.
+- ``/github``: GitHub's ``X-Hub-Signature-256`` over the body alone. GitHub signs no
+  timestamp, so there is no staleness window; a replayed capture is bounded by the
+  delivery-id deduplication instead (spec §13).
+
+Each check returns nothing or raises ``SignatureRefused(code, detail)``, which the views
+answer with 401 ``{error: code, detail}``.
+"""
+
+import hashlib
+import hmac
+import re
+from datetime import datetime
+
+#: ±300 s: the window a signed ``/events`` timestamp must fall in (DESIGN §10).
+TIMESTAMP_TOLERANCE_SECONDS = 300
+SIGNATURE_PREFIX = "sha256="
+#: Unix seconds as GitHub-style tools and ``date +%s`` write them: digits only, no sign.
+TIMESTAMP_PATTERN = re.compile(r"^[0-9]{1,12}$")
+
+
+class SignatureRefused(Exception):
+    """The request is not authentic; ``code`` is the 401 reason, ``detail`` says why in words."""
+
+    def __init__(self, code: str, detail: str):
+        self.code = code
+        self.detail = detail
+        super().__init__(f"{code}: {detail}")
+
+
+def sign(secret: str, message: bytes) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 of ``message`` under ``secret`` (UTF-8), as both doors write it."""
+    return SIGNATURE_PREFIX + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def _check(secret: str, message: bytes, provided: str) -> None:
+    """Compare ``provided`` with the signature of ``message`` in constant time, as bytes."""
+    expected = sign(secret, message).encode("ascii")
+    # A header is text; anything outside ASCII cannot match, and must not raise either.
+    if not hmac.compare_digest(expected, provided.strip().encode("utf-8", errors="replace")):
+        raise SignatureRefused("bad_signature", "the signature does not match the body under the configured secret")
+
+
+def verify_factory_signature(
+    secret: str, *, timestamp: str | None, signature: str | None, body: bytes, now: datetime
+) -> None:
+    """Check a ``/events`` request: ``signature`` over ``"<timestamp>.<body>"``, ``timestamp`` ±300 s of ``now``.
+
+    ``timestamp`` and ``signature`` are the raw header values (None when absent); ``now``
+    is an aware instant. Raises ``SignatureRefused`` with ``route_disabled`` (no secret),
+    ``missing_signature``, ``bad_timestamp``, ``stale_timestamp`` (past or future) or
+    ``bad_signature``. The signature is checked before the window, so only a holder of
+    the secret learns that a timestamp was out of range.
+    """
+    if not secret:
+        raise SignatureRefused("route_disabled", "FACTORY_EVENTS_SECRET is not set, so /events accepts nothing")
+    if not signature or not timestamp:
+        raise SignatureRefused(
+            "missing_signature", "X-Factory-Timestamp and X-Factory-Signature (sha256=<hex>) are both required"
+        )
+    timestamp = timestamp.strip()
+    if not TIMESTAMP_PATTERN.match(timestamp):
+        raise SignatureRefused("bad_timestamp", "X-Factory-Timestamp must be unix seconds (digits only)")
+    _check(secret, timestamp.encode("ascii") + b"." + body, signature)
+    skew = int(timestamp) - int(now.timestamp())
+    if abs(skew) > TIMESTAMP_TOLERANCE_SECONDS:
+        direction = "in the future" if skew > 0 else "old"
+        raise SignatureRefused(
+            "stale_timestamp",
+            f"the timestamp is {abs(skew)} s {direction}; at most {TIMESTAMP_TOLERANCE_SECONDS} s either way is accepted",
+        )
+
+
+def verify_github_signature(secret: str, *, signature_256: str | None, signature_1: str | None, body: bytes) -> None:
+    """Check a ``/github`` delivery: ``X-Hub-Signature-256`` over the raw body (spec §13).
+
+    ``signature_1`` is the legacy ``X-Hub-Signature`` (SHA-1): never enough on its own,
+    it only sharpens the refusal. Raises ``SignatureRefused`` with ``route_disabled``,
+    ``legacy_signature_only``, ``missing_signature`` or ``bad_signature``.
+    """
+    if not secret:
+        raise SignatureRefused(
+            "route_disabled", "FACTORY_GITHUB_WEBHOOK_SECRET is not set, so /github accepts nothing"
+        )
+    if not signature_256:
+        if signature_1:
+            raise SignatureRefused(
+                "legacy_signature_only",
+                "only the SHA-1 X-Hub-Signature was sent; X-Hub-Signature-256 is required "
+                "(set a secret on the webhook so GitHub sends it)",
+            )
+        raise SignatureRefused("missing_signature", "X-Hub-Signature-256 (sha256=<hex>) is required")
+    _check(secret, body, signature_256)
