@@ -28,6 +28,7 @@ from .models import (
     Run,
 )
 from .registry import Definition, Registry, get_registry
+from .registry.model import PLACEHOLDER
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,6 @@ logger = logging.getLogger(__name__)
 #: follow their loop's policy instead.
 TYPE_AUTO_DOORS = (Door.GITHUB, Door.EVENTS, Door.INJECT, Door.CHAIN)
 DOOR_ACTOR = {door: Actor(door.value) for door in Door}
-PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 #: Filled only when the run exists; they stay as written in a proposal's plan.
 RUN_TIME_PLACEHOLDERS = ("runId", "runDir")
 

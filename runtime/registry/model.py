@@ -4,6 +4,7 @@ Built by ``runtime.registry.build``; read by the planner, the slot loop, the vie
 the commands. Nothing here touches the database.
 """
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,10 @@ LOOP_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 #: Payload fields the slot loop adds to every tick (DESIGN §5, §6); loop-target input
 #: schemas must accept them.
 TICK_BOOKKEEPING_FIELDS = ("loop", "key", "slot", "cadenceSeconds", "skippedSlots")
+
+#: A placeholder in a command template: ``{name}`` or ``{payload.field}``; other braces
+#: (JSON in a ``-c`` script, say) are literal text.
+PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)?)\}")
 
 #: Placeholders a command template may use that the runtime, never an event, fills.
 CLOSED_PLACEHOLDERS = frozenset({"factoryRoot", "runId", "runDir", "python", "manage"})
