@@ -57,6 +57,12 @@ def tick_envelope(loop: Loop, due: DueSlot) -> dict:
     }
 
 
+def is_fresh(state: ScheduleState | None) -> bool:
+    """A loop that never fired, or was disabled since it last fired: it fires the current
+    slot with no skips, because slots while disabled are not missed (DESIGN §5)."""
+    return state is None or not state.enabled or state.last_slot is None
+
+
 def plan_ticks(*, now: datetime, registry: Registry, states: dict[str, ScheduleState]) -> list[tuple[Loop, DueSlot, bool]]:
     """What an iteration at ``now`` would fire: ``(loop, due slot, fresh)`` for enabled loops."""
     result = []
@@ -64,7 +70,7 @@ def plan_ticks(*, now: datetime, registry: Registry, states: dict[str, ScheduleS
         if not loop.enabled:
             continue
         state = states.get(loop.name)
-        fresh = state is None or not state.enabled or state.last_slot is None
+        fresh = is_fresh(state)
         for due in due_slots(
             cadence_seconds=loop.cadence_seconds,
             catch_up=loop.catch_up,
@@ -84,6 +90,7 @@ def emit_due_ticks(*, now: datetime, registry: Registry) -> list[TickReport]:
     """
     states = {s.loop: s for s in ScheduleState.objects.all()}
     _record_disabled(registry, states)
+    _record_first_seen(registry, states, now)
     reports = []
     for loop, due, fresh in plan_ticks(now=now, registry=registry, states=states):
         envelope = tick_envelope(loop, due)
@@ -111,6 +118,21 @@ def _record_disabled(registry: Registry, states: dict[str, ScheduleState]) -> No
         for name in stale:
             states[name].enabled = False
             logger.info("loop %s is disabled; its ticks stop", name, extra={"action": "loop_disabled", "loop": name})
+
+
+def _record_first_seen(registry: Registry, states: dict[str, ScheduleState], now: datetime) -> None:
+    """Give an enabled loop the slot loop sees for the first time its ``enabledSince``.
+
+    The doctor counts a loop that never managed to tick from then (DESIGN §11); the row
+    has no last slot, so the loop still fires fresh.
+    """
+    new = [
+        ScheduleState(loop=name, enabled=True, enabled_since=now)
+        for name, loop in registry.loops.items()
+        if loop.enabled and name not in states
+    ]
+    if new:
+        ScheduleState.objects.bulk_create(new, ignore_conflicts=True)
 
 
 def _advance_state(loop: str, slot: datetime, event_id: str, now: datetime, fresh: bool) -> None:

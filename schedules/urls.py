@@ -1,1 +1,10 @@
-urlpatterns = []
+"""Routes of the schedules app: the schedule view and the doctor's status (DESIGN §10)."""
+
+from django.urls import path
+
+from .views import SchedulesView, StatusView
+
+urlpatterns = [
+    path("schedules", SchedulesView.as_view(), name="schedules"),
+    path("status", StatusView.as_view(), name="status"),
+]

@@ -1,0 +1,122 @@
+"""The doctor: the ``GET /status`` document and its anomalies (DESIGN §10, §11; spec §9).
+
+``status_document`` is pure: it takes ``now`` and rows already read. ``collect_status``
+reads them (a constant number of queries, through ``schedule_view``) and is what
+``GET /status`` and ``manage.py doctor`` call, so both say the same thing.
+
+The anomalies, each named in ``anomalies`` when it stands:
+
+- ``slotLoopStale`` — the slot loop never ran, or its last iteration is older than
+  ``SLOT_LOOP_STALE_SECONDS``: the clock is not turning;
+- ``stoppedSchedules`` — an enabled loop with no admitted tick for more than two
+  intervals (counted from ``enabledSince`` for a loop that never ticked);
+- ``proposalPileUps`` — a watched loop with more than ``FACTORY_PILEUP_THRESHOLD``
+  pending proposals: mis-cadenced, or nobody is watching it;
+- ``registryInvalid`` — the registry or overlay on disk does not validate; the last good
+  registry stays in force (DESIGN §4).
+"""
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Count
+
+from runtime.models import ACTIVE_RUN_STATUSES, Run, RunStatus
+from runtime.registry import Registry, RegistryError, RegistryInvalid, store
+from runtime.timefmt import format_instant
+
+from .models import SlotLoopStatus
+from .schedule_view import LoopView, schedule_view
+from .slot_loop import LOOP_NAME
+
+#: The slot loop turns every second; a last iteration older than this means the clock
+#: has stopped (DESIGN §11). Ten seconds leave room for a slow iteration or a busy database.
+SLOT_LOOP_STALE_SECONDS = 10
+
+
+def status_document(
+    *,
+    now: datetime,
+    registry: Registry | None,
+    registry_errors: list[RegistryError],
+    views: list[LoopView],
+    last_iteration_at: datetime | None,
+    runs: dict[str, int],
+    pileup_threshold: int,
+) -> dict:
+    """The ``/status`` document at ``now``. Pure.
+
+    ``registry`` is the registry in force (None when none ever loaded); ``registry_errors``
+    the errors of the newest load of the files on disk; ``views`` the loops as
+    ``schedule_view`` sees them; ``last_iteration_at`` the slot loop's last completed
+    iteration (None: it never ran); ``runs`` ``{"queued": n, "running": n}`` (running counts claimed runs too).
+    ``ok`` is true exactly when ``anomalies`` is empty.
+    """
+    age = (now - last_iteration_at).total_seconds() if last_iteration_at is not None else None
+    turning = age is not None and age <= SLOT_LOOP_STALE_SECONDS
+    stopped = [
+        {"loop": v.loop.name, "lastTickAt": format_instant(v.last_tick_at) if v.last_tick_at else None,
+         "expectedBy": format_instant(v.expected_by)}
+        for v in views if v.stopped
+    ]
+    pileups = [
+        {"loop": v.loop.name, "pending": v.pending_proposals}
+        for v in views if v.loop.approval == "watched" and v.pending_proposals > pileup_threshold
+    ]
+    anomalies = [
+        name for name, present in (
+            ("slotLoopStale", not turning),
+            ("stoppedSchedules", bool(stopped)),
+            ("proposalPileUps", bool(pileups)),
+            ("registryInvalid", bool(registry_errors) or registry is None),
+        ) if present
+    ]
+    return {
+        "ok": not anomalies,
+        "anomalies": anomalies,
+        "registryDigest": registry.digest if registry else None,
+        "loop": {
+            "lastIterationAt": format_instant(last_iteration_at) if last_iteration_at else None,
+            "ageSeconds": round(age, 1) if age is not None else None,
+            "turning": turning,
+        },
+        "stoppedSchedules": stopped,
+        "proposalPileUps": pileups,
+        "registryInvalid": [error.as_dict() for error in registry_errors],
+        "runs": runs,
+    }
+
+
+def collect_status(*, now: datetime) -> dict:
+    """Read what the doctor needs and return ``status_document`` at ``now``.
+
+    Re-reads a changed registry first, as the slot loop does, so a bad edit on disk shows
+    as ``registryInvalid`` while the last good registry keeps answering. When no registry
+    ever loaded in this process, the loops cannot be judged: only the registry errors,
+    the slot loop and the run counts are reported.
+    """
+    try:
+        store.refresh()
+        registry = store.current()
+    except RegistryInvalid:
+        registry = None
+    views = schedule_view(registry, now=now) if registry else []
+    status = SlotLoopStatus.objects.filter(name=LOOP_NAME).values_list("last_iteration_at", flat=True).first()
+    # Only active runs are counted: the partial indexes run_queued_idx and run_leased_idx
+    # cover them, so the count does not grow with the history of finished runs.
+    active = dict(
+        Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).order_by().values_list("status").annotate(n=Count("id"))
+    )
+    runs = {
+        "queued": active.get(RunStatus.QUEUED, 0),
+        "running": active.get(RunStatus.CLAIMED, 0) + active.get(RunStatus.RUNNING, 0),
+    }
+    return status_document(
+        now=now,
+        registry=registry,
+        registry_errors=store.problems(),
+        views=views,
+        last_iteration_at=status,
+        runs=runs,
+        pileup_threshold=settings.FACTORY_PILEUP_THRESHOLD,
+    )

@@ -1,0 +1,27 @@
+"""``manage.py doctor``: print the ``/status`` document; exit 1 when any anomaly stands (DESIGN §10, §11).
+
+Meant for a cron job or a monitor: the slot loop not turning, a stopped loop, a pile-up
+of proposals or an invalid registry on disk each make it exit 1. It runs even when the
+registry does not validate (system checks are skipped), since saying so is its job.
+"""
+
+import json
+import sys
+
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from schedules.doctor import collect_status
+
+EXIT_ANOMALY = 1
+
+
+class Command(BaseCommand):
+    help = "Print the runtime's status document (as GET /status); exit 1 when there is any anomaly."
+    requires_system_checks = []
+
+    def handle(self, *args, **options):
+        document = collect_status(now=timezone.now())
+        self.stdout.write(json.dumps(document, indent=2))
+        if not document["ok"]:
+            sys.exit(EXIT_ANOMALY)

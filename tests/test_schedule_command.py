@@ -1,0 +1,118 @@
+"""``manage.py schedule``: list, show, next, tick (DESIGN §5, §10)."""
+
+import json
+from io import StringIO
+
+import pytest
+import time_machine
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from runtime.models import Event
+from schedules.models import ScheduleState, SlotLoopStatus
+
+from .conftest import at
+from .helpers import tick
+from .test_schedule_view import many_loops
+
+pytestmark = pytest.mark.django_db
+
+NOW = "2026-11-30T21:08:00Z"
+
+
+def run(*args) -> str:
+    out = StringIO()
+    with time_machine.travel(at(NOW), tick=False):
+        call_command("schedule", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_bare_schedule_prints_the_table(registry_files):
+    tick("2026-11-30T21:07:00Z")
+    lines = run().splitlines()
+    assert lines[0].split()[:3] == ["LOOP", "EVERY", "APPROVAL"]
+    assert lines[1].split()[:7] == [
+        "heartbeat", "5m", "auto", "yes", "kernel", "2026-11-30T21:05:00Z", "2026-11-30T21:10:00Z",
+    ]
+    assert "planning APPROVED" in lines[1]
+    assert lines[2].split()[:6] == ["reaper", "60m", "watched", "no", "kernel", "never"]
+    assert run("list") == run()
+
+
+def test_bare_schedule_takes_json(registry_files):
+    assert json.loads(run("--json")) == json.loads(run("list", "--json"))
+
+
+def test_show_adds_the_last_ticks(registry_files):
+    tick("2026-11-30T21:07:00Z")
+    document = json.loads(run("show", "heartbeat", "--json"))
+    assert document["name"] == "heartbeat"
+    assert [t["eventId"] for t in document["ticks"]] == ["clock:heartbeat:2026-11-30T21:05:00Z"]
+    text = run("show", "heartbeat")
+    assert "last slot fired    2026-11-30T21:05:00Z" in text
+    ticks = text.split("last ticks:")[1].splitlines()
+    assert ticks[1].split()[:4] == ["SLOT", "ADMITTED", "AT", "SKIPPED"]
+    assert ticks[2].split()[:5] == ["2026-11-30T21:05:00Z", "2026-11-30T21:07:00Z", "0", "planning", "APPROVED"]
+
+
+def test_next_lists_k_slots(registry_files):
+    tick("2026-11-30T21:07:00Z")
+    assert json.loads(run("next", "heartbeat", "-n", "2", "--json")) == {
+        "loop": "heartbeat", "enabled": True, "slots": ["2026-11-30T21:10:00Z", "2026-11-30T21:15:00Z"],
+    }
+    assert run("next", "heartbeat").splitlines()[1:] == [
+        "2026-11-30T21:10:00Z", "2026-11-30T21:15:00Z", "2026-11-30T21:20:00Z",
+        "2026-11-30T21:25:00Z", "2026-11-30T21:30:00Z",
+    ]
+
+
+def test_an_unknown_loop_is_refused(registry_files):
+    with pytest.raises(CommandError, match="no loop named 'nope'") as caught:
+        run("show", "nope")
+    assert caught.value.returncode == 2
+
+
+def test_tick_at_a_past_instant_runs_one_iteration_without_recording_the_slot_loop(registry_files):
+    document = json.loads(run("tick", "--at", "2026-11-30T20:59:00Z", "--json"))
+    assert document == {
+        "at": "2026-11-30T20:59:00Z", "dryRun": False, "planned": 1,
+        "ticks": [{"loop": "heartbeat", "eventId": "clock:heartbeat:2026-11-30T20:55:00Z",
+                   "slot": "2026-11-30T20:55:00Z", "skippedSlots": 0, "admitted": True}],
+    }
+    assert Event.objects.filter(event_id="clock:heartbeat:2026-11-30T20:55:00Z").exists()
+    assert not SlotLoopStatus.objects.exists()
+
+
+def test_tick_at_a_future_instant_is_refused(registry_files):
+    with pytest.raises(CommandError, match="in the future") as caught:
+        run("tick", "--at", "2026-11-30T22:00:00Z")
+    assert caught.value.returncode == 2
+    assert not Event.objects.exists()
+    assert not ScheduleState.objects.exists()
+
+
+def test_tick_dry_run_writes_nothing_and_says_what_would_fire(registry_files):
+    tick("2026-11-30T21:07:00Z")
+    before = (Event.objects.count(), list(ScheduleState.objects.values()))
+    document = json.loads(run("tick", "--at", "2026-12-01T03:31:00Z", "--dry-run", "--json"))
+    assert document["ticks"] == [{
+        "loop": "heartbeat", "eventId": "clock:heartbeat:2026-12-01T03:30:00Z",
+        "slot": "2026-12-01T03:30:00Z", "skippedSlots": 76, "alreadyAdmitted": False,
+    }]
+    assert (document["dryRun"], document["planned"]) == (True, None)
+    assert (Event.objects.count(), list(ScheduleState.objects.values())) == before
+    assert "would fire" in run("tick", "--at", "2026-12-01T03:31:00Z", "--dry-run")
+
+
+def test_tick_refuses_an_instant_without_an_offset(registry_files):
+    with pytest.raises(CommandError, match="offset") as caught:
+        run("tick", "--at", "2026-11-30T20:00:00")
+    assert caught.value.returncode == 2
+
+
+@pytest.mark.parametrize("count", [1, 500])
+def test_list_json_costs_constant_queries(registry_files, django_assert_num_queries, count):
+    many_loops(registry_files, count)
+    with django_assert_num_queries(4):
+        items = json.loads(run("list", "--json"))
+    assert len(items) == count
