@@ -10,6 +10,7 @@ import secrets
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
+from django.db import IntegrityError, transaction
 
 
 def ensure_operator(write) -> bool:
@@ -19,7 +20,12 @@ def ensure_operator(write) -> bool:
     if user_model.objects.filter(username=username).exists():
         return False
     password = settings.FACTORY_OPERATOR_PASSWORD or secrets.token_urlsafe(12)
-    user_model.objects.create_superuser(username=username, email="", password=password)
+    try:
+        with transaction.atomic():
+            user_model.objects.create_superuser(username=username, email="", password=password)
+    except IntegrityError:
+        # Another runserve starting at the same moment created it first.
+        return False
     if settings.FACTORY_OPERATOR_PASSWORD:
         write(f"operator account {username!r} created with the password from FACTORY_OPERATOR_PASSWORD")
     else:

@@ -1,0 +1,137 @@
+"""Real runtime processes for restart and crash tests: a database of their own, bounded waits."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+from django.db import connection
+
+from .conftest import PROJECT_DIR
+
+MANAGE = str(PROJECT_DIR / "manage.py")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ProcessRuntime:
+    """An isolated runtime on disk: registry copy, config dir, runs dir and its own database.
+
+    The database is a SQLite file, or a fresh PostgreSQL database when the suite runs
+    on PostgreSQL (never the test database, which the processes could not see).
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.registry_dir = root / "registry"
+        self.config_dir = root / "config"
+        shutil.copytree(PROJECT_DIR / "registry", self.registry_dir)
+        self.config_dir.mkdir()
+        self.pg_admin_url = None
+        if connection.vendor == "postgresql":
+            params = connection.get_connection_params()
+            self.pg_admin_url = f"postgresql://{params.get('user') or 'postgres'}@{params.get('host') or '127.0.0.1'}:{params.get('port') or 5432}/{connection.settings_dict['NAME']}"
+            self.db_name = f"factory_proc_{uuid.uuid4().hex[:10]}"
+            with psycopg.connect(self.pg_admin_url, autocommit=True) as admin:
+                admin.execute(f'CREATE DATABASE "{self.db_name}"')
+            database_url = self.pg_admin_url.rsplit("/", 1)[0] + f"/{self.db_name}"
+        else:
+            database_url = f"sqlite:///{root / 'factory.sqlite3'}"
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("FACTORY_", "DJANGO_", "DATABASE_"))},
+            "DATABASE_URL": database_url,
+            "DJANGO_SECRET_KEY": "process-test-secret-key-" + uuid.uuid4().hex,
+            "FACTORY_REGISTRY_DIR": str(self.registry_dir),
+            "FACTORY_CONFIG_DIR": str(self.config_dir),
+            "FACTORY_RUNS_DIR": str(root / "runs"),
+            "FACTORY_OPERATOR_PASSWORD": "operator-pass-123",
+            "FACTORY_LOG_LEVEL": "WARNING",
+        }
+        self.manage("migrate", "--no-input", "-v", "0")
+
+    def close(self) -> None:
+        if self.pg_admin_url:
+            with psycopg.connect(self.pg_admin_url, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+
+    def manage(self, *args, check=True, timeout=60, **env) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, MANAGE, *args], env={**self.env, **env}, cwd=PROJECT_DIR,
+            capture_output=True, text=True, timeout=timeout, check=check,
+        )
+
+    def start(self, *args, **env) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, MANAGE, *args], env={**self.env, **env}, cwd=PROJECT_DIR,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+
+    def listing(self, command: str, *args) -> list[dict]:
+        return json.loads(self.manage(command, "--json", "--limit", "1000", *args).stdout)
+
+    def write_config(self, name: str, text: str) -> None:
+        (self.config_dir / name).write_text(text)
+
+    def update_registry(self, relative: str, change) -> None:
+        path = self.registry_dir / relative
+        data = json.loads(path.read_text()) if path.exists() else {}
+        data = change(data) or data
+        path.write_text(json.dumps(data, indent=2))
+
+
+def wait_for(predicate, *, timeout: float, what: str, interval: float = 0.3):
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def stop(process: subprocess.Popen, sig=signal.SIGTERM, timeout: float = 30) -> tuple[int, str]:
+    """Signal a process and wait for it; returns its exit code and output."""
+    if process.poll() is None:
+        process.send_signal(sig)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate()
+        raise AssertionError(f"process {process.args} did not stop within {timeout}s:\n{output}")
+    return process.returncode, output
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of ``pid`` from /proc (Linux)."""
+    result = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == pid:
+            result.append(int(entry.name))
+    return result
+
+
+def command_line(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return ""
