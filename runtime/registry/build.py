@@ -19,6 +19,7 @@ from .files import compute_digest, display_path, read_json, read_yaml
 from .model import (
     CLOSED_PLACEHOLDERS,
     LOOP_NAME_PATTERN,
+    PLACEHOLDER,
     Definition,
     Edge,
     EdgeEmit,
@@ -40,7 +41,6 @@ OVERLAY_OVERRIDABLE = ("enabled", "every", "payload")
 OVERLAY_NEW_LOOP_REQUIRED = ("every", "eventType", "catchUp", "singleton", "enabled")
 KERNEL_LOOP_REQUIRED = ("every", "eventType")
 LOOP_DEFAULTS = {"catchUp": "none", "singleton": True, "approval": "watched", "enabled": False, "payload": {}}
-PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 SAMPLE_SLOT = "2026-01-01T00:00:00Z"
 #: The ``schedules.json`` key of the per-repo templates; loop names are lowercase, so it never collides.
 REPO_LOOPS_KEY = "repoLoops"
