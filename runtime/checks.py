@@ -2,10 +2,14 @@
 
 ``runtime.E001``: the registry does not validate (one error per problem, naming the
 file, the entry and the rule). ``runtime.E002``: time is not UTC-aware.
+``runtime.E003``: a ``FACTORY_*`` knob is out of range. ``runtime.W001``: the factory
+root does not exist (command definitions would fail at run time).
 """
 
 from django.conf import settings
-from django.core.checks import Error, register
+from pathlib import Path
+
+from django.core.checks import Error, Warning, register
 
 from .registry import RegistryInvalid, store
 
@@ -27,3 +31,27 @@ def check_time_settings(app_configs=None, **kwargs):
     if settings.USE_TZ is not True or settings.TIME_ZONE != "UTC":
         return [Error("USE_TZ must be True and TIME_ZONE 'UTC': every instant in the runtime is aware UTC", id="runtime.E002")]
     return []
+
+
+#: Lower bounds of the numeric knobs, and why each exists.
+KNOB_MINIMUMS = {
+    "FACTORY_CATCHUP_LIMIT": (1, "a catchUp: all loop must be able to fire at least one slot"),
+    "FACTORY_PILEUP_THRESHOLD": (0, "a count of pending proposals"),
+    "FACTORY_LEASE_SECONDS": (3, "workers renew a lease every third of it, at most once a second"),
+    "FACTORY_STDOUT_CAP_BYTES": (1024, "a run's result line must fit in its captured output"),
+}
+
+
+@register()
+def check_knobs(app_configs=None, **kwargs):
+    problems = []
+    for name, (minimum, why) in KNOB_MINIMUMS.items():
+        value = getattr(settings, name)
+        if value < minimum:
+            problems.append(Error(f"{name}={value} is below {minimum}: {why}", id="runtime.E003"))
+    if not Path(settings.FACTORY_ROOT).is_dir():
+        problems.append(Warning(
+            f"FACTORY_ROOT {settings.FACTORY_ROOT} is not a directory; command definitions using {{factoryRoot}} will fail",
+            id="runtime.W001",
+        ))
+    return problems

@@ -214,3 +214,9 @@ def test_the_shipped_example_overlay_is_valid(registry_files):
     reaper = load(registry_files).loops["reaper"]
     assert (reaper.enabled, reaper.every, reaper.approval) == (True, "1m", "watched")
     json.dumps(reaper.payload)
+
+
+def test_out_of_range_knobs_fail_the_system_check(settings):
+    settings.FACTORY_LEASE_SECONDS = 1
+    with pytest.raises(SystemCheckError, match=r"runtime.E003.*FACTORY_LEASE_SECONDS=1 is below 3"):
+        call_command("check")
