@@ -27,4 +27,8 @@ def parse_instant(text: str) -> datetime:
         raise InstantError(f"{text!r} is not an RFC 3339 date-time: {exc}") from None
     if value.tzinfo is None:
         raise InstantError(f"{text!r} has no UTC offset; write Z or ±HH:MM")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        # e.g. 9999-12-31T23:59:59-01:00: a valid text whose UTC instant is past year 9999.
+        raise InstantError(f"{text!r} is out of range in UTC") from None
