@@ -267,3 +267,48 @@ class JournalEntry(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("the journal is append-only")
+
+
+class OutboxStatus(models.TextChoices):
+    """Where a chained event stands: waiting for the slot loop, admitted, or refused at admission."""
+
+    PENDING = "pending"
+    PUBLISHED = "published"
+    REFUSED = "refused"
+
+
+class OutboxEntry(models.Model):
+    """A chained event written with its run's end, admitted later by the slot loop (DESIGN §8).
+
+    ``event_id`` is ``chain:<run id>:<position>``; ``envelope`` is the complete
+    ``factory.event/v1`` envelope to admit. ``settled_at`` is when it was published or
+    refused; ``refusal`` holds the admission's ``[{code, detail}]`` for a refused row.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="outbox")
+    position = models.PositiveIntegerField()
+    event_id = models.CharField(max_length=200, unique=True)
+    envelope = models.JSONField()
+    status = models.CharField(max_length=16, choices=OutboxStatus.choices, default=OutboxStatus.PENDING)
+    created_at = models.DateTimeField()
+    settled_at = models.DateTimeField(null=True, blank=True)
+    duplicate = models.BooleanField(default=False)
+    refusal = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "outbox entries"
+        indexes = [
+            # The slot loop's publication step (schedules.slot_loop.publish_outbox, through
+            # runtime.chains.next_pending_entry) reads only the pending rows, oldest first.
+            models.Index(fields=["id"], condition=Q(status="pending"), name="outbox_pending_idx"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position"], name="outbox_one_row_per_position"),
+            models.CheckConstraint(
+                condition=Q(status="pending") | Q(settled_at__isnull=False), name="outbox_settled_when_done"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} ({self.status})"

@@ -98,11 +98,20 @@ def render_argv(definition: Definition, payload: dict) -> list[str] | None:
     return [PLACEHOLDER.sub(fill, arg) for arg in definition.command]
 
 
+def plan_adapter(definition: Definition) -> str:
+    """The adapter a plan names: the definition's, except that ``FACTORY_FAKE_AGENTS`` (the
+    demo, tests) plays every ``agent`` definition with the ``fake`` adapter, in plain sight
+    on the proposal (DESIGN §8)."""
+    if settings.FACTORY_FAKE_AGENTS and definition.adapter == "agent":
+        return "fake"
+    return definition.adapter
+
+
 def render_plan(definition: Definition, event: Event, registry: Registry) -> dict:
     """The plan a proposal carries and a run executes: what will run, with what, under which registry."""
     return {
         "definition": definition.ref,
-        "adapter": definition.adapter,
+        "adapter": plan_adapter(definition),
         "argv": render_argv(definition, event.payload),
         "captureStdout": definition.capture_stdout,
         "input": event.payload,

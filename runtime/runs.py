@@ -12,8 +12,10 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.db.models import F
 
+from .chains import ChainBroken, chain_envelopes, write_outbox
 from .journal import record
-from .models import Actor, Run, RunStatus
+from .models import Actor, Event, Run, RunStatus
+from .registry import Registry, get_registry
 
 logger = logging.getLogger(__name__)
 
@@ -94,20 +96,37 @@ def renew_lease(run_id: int, *, worker: str, now: datetime, lease_seconds: int) 
     )
 
 
-def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime) -> bool:
+def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, registry: Registry | None = None) -> bool:
     """Record a command that finished: ``running → succeeded | failed`` (final either way).
 
     A finished failure is never retried: a mutating command is not re-run because it
-    failed (DESIGN §8). Returns False when this worker no longer held the run.
+    failed (DESIGN §8). A succeeded run's chain — the edges of ``(definition, outcome)``
+    in ``registry`` (default: the one in force) — is resolved first, outside the
+    transaction, and written as outbox rows in the same transaction as the run's end.
+    Only succeeded runs chain: a failed one (a non-zero exit, an output contract
+    violation) emits nothing. A chain whose pointer finds nothing emits nothing at all,
+    leaves the run's status as its result says with reason ``chain_broken``, and is
+    journaled as ``chain_broken``. Returns False when this worker no longer held the run.
     """
     status = RunStatus.SUCCEEDED if result.succeeded else RunStatus.FAILED
+    envelopes: list[dict] = []
+    broken: ChainBroken | None = None
+    if status == RunStatus.SUCCEEDED:
+        event = Event.objects.get(pk=run.event_id)
+        try:
+            envelopes = chain_envelopes(
+                run, event, outcome=result.outcome, summary=result.summary, data=result.data,
+                registry=registry or get_registry(), now=now,
+            )
+        except ChainBroken as exc:
+            broken = exc
     with transaction.atomic():
         if not Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, worker=worker).update(
             status=status,
             finished_at=now,
             lease_expires_at=None,
             outcome=result.outcome,
-            reason=result.reason,
+            reason="chain_broken" if broken else result.reason,
             summary=result.summary,
             result_data=result.data,
             exit_code=result.exit_code,
@@ -122,10 +141,18 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime) -> bo
             f"run_{status}", Actor.SYSTEM, at=now, run=run,
             data={"outcome": result.outcome, "reason": result.reason, "exitCode": result.exit_code, **result.extra},
         )
+        if broken:
+            record("chain_broken", Actor.CHAIN, at=now, run=run, data={"outcome": result.outcome, "problems": broken.problems})
+        write_outbox(run, envelopes, now=now)
     logger.info(
         "run %s %s: %s %s", run.pk, status, result.outcome, result.reason,
         extra={"action": f"run_{status}", "run": run.pk},
     )
+    if broken:
+        logger.error(
+            "run %s (%s %s): chain broken, nothing emitted: %s", run.pk, run.definition, result.outcome, broken,
+            extra={"action": "chain_broken", "run": run.pk},
+        )
     return True
 
 

@@ -15,7 +15,9 @@ from django.conf import settings
 from django.db import close_old_connections, DatabaseError
 from django.utils import timezone
 
+from .adapters.agent import AgentUnavailable, agent_argv, agent_stdin
 from .adapters.command import run_command
+from .adapters.fake import FakeScriptError, run_fake, scripted_result
 from .adapters.result import result_from_output
 from .models import Run
 from .registry import get_registry
@@ -31,19 +33,19 @@ def worker_name() -> str:
 
 
 def execute_run(run: Run, *, worker: str) -> None:
-    """Execute a claimed run to its end: finished, failed attempt, or lease lost."""
+    """Execute a claimed run to its end: finished, failed attempt, or lease lost.
+
+    The plan's adapter decides how (DESIGN §8): ``command`` runs its argv, ``agent``
+    runs ``FACTORY_AGENT_COMMAND`` with the plan on stdin, ``fake`` plays the scripted
+    outcome. All three share the lease renewal, the time-out (a failed attempt) and the
+    output contract; a run that cannot start (missing executable, no agent command, no
+    scripted outcome, unknown adapter) is a finished failure, never retried.
+    """
     if not start_run(run, worker=worker, now=timezone.now()):
         return
     plan = run.plan
     adapter = plan.get("adapter")
-    if adapter != "command":
-        finish_run(
-            run,
-            RunResult("FAILED", False, reason="adapter_not_built",
-                      summary=f"the {adapter} adapter is not available in this runtime"),
-            worker=worker, now=timezone.now(),
-        )
-        return
+    registry = get_registry()
     lease_seconds = settings.FACTORY_LEASE_SECONDS
     renew_every = max(1.0, lease_seconds / 3)
     last_renewal = time.monotonic()
@@ -59,15 +61,30 @@ def execute_run(run: Run, *, worker: str) -> None:
         return held
 
     run_dir = Path(settings.FACTORY_RUNS_DIR) / str(run.pk)
-    outcome = run_command(
-        plan["argv"],
-        run_id=run.pk,
-        run_dir=run_dir,
-        capture_name=plan.get("captureStdout") or "stdout.log",
-        timeout_seconds=run.timeout_seconds,
-        stdout_cap=settings.FACTORY_STDOUT_CAP_BYTES,
-        while_waiting=keep_lease,
+    common = dict(
+        run_dir=run_dir, capture_name=plan.get("captureStdout") or "stdout.log",
+        timeout_seconds=run.timeout_seconds, while_waiting=keep_lease,
     )
+    try:
+        if adapter == "command":
+            outcome = run_command(plan["argv"], run_id=run.pk, stdout_cap=settings.FACTORY_STDOUT_CAP_BYTES, **common)
+        elif adapter == "agent":
+            outcome = run_command(
+                agent_argv(), run_id=run.pk, stdout_cap=settings.FACTORY_STDOUT_CAP_BYTES,
+                stdin_data=agent_stdin(plan, run.pk), **common,
+            )
+        elif adapter == "fake":
+            outcome = run_fake(scripted_result(run, registry.definitions), **common)
+        else:
+            finish_run(
+                run, RunResult("FAILED", False, reason="unknown_adapter", summary=f"no adapter named {adapter!r}"),
+                worker=worker, now=timezone.now(), registry=registry,
+            )
+            return
+    except (AgentUnavailable, FakeScriptError) as exc:
+        finish_run(run, RunResult("FAILED", False, reason=exc.reason, summary=exc.detail), worker=worker,
+                   now=timezone.now(), registry=registry)
+        return
     now = timezone.now()
     if outcome.aborted:
         return
@@ -77,15 +94,15 @@ def execute_run(run: Run, *, worker: str) -> None:
     if outcome.not_found:
         result = RunResult("FAILED", False, reason="command_not_found", summary=outcome.not_found)
     else:
-        definition = get_registry().definitions.get(run.definition)
+        definition = registry.definitions.get(run.definition)
         result = result_from_output(
             outcome.stdout_tail,
             outcome.exit_code,
-            contract_schema=get_registry().command_result_schema,
+            contract_schema=registry.command_result_schema,
             output_schema=definition.output_schema if definition else None,
             stdout_path=outcome.stdout_path,
         )
-    finish_run(run, result, worker=worker, now=now)
+    finish_run(run, result, worker=worker, now=now, registry=registry)
 
 
 def work_one(*, worker: str) -> bool:

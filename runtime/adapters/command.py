@@ -4,6 +4,7 @@ The command gets a minimal environment, its own process group (killed whole on
 time-out), and its stdout and stderr captured to the run directory up to a size cap.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -72,6 +73,17 @@ def _copy_capped(stream, path: Path, cap: int, tail: deque | None) -> None:
     stream.close()
 
 
+def _feed(stream, data: bytes) -> None:
+    """Write ``data`` to a command's stdin and close it; a command that exits unread is fine."""
+    try:
+        stream.write(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            stream.close()
+
+
 def _kill_group(process: subprocess.Popen) -> None:
     """SIGTERM, then SIGKILL, to the command's process group; a no-op once it is empty."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -95,8 +107,12 @@ def run_command(
     timeout_seconds: int,
     stdout_cap: int,
     while_waiting: Callable[[], bool] = lambda: True,
+    stdin_data: bytes | None = None,
 ) -> CommandOutcome:
     """Run ``argv`` (``{runId}``/``{runDir}`` filled here) in ``run_dir`` and wait for it.
+
+    ``stdin_data`` is written to the command's stdin (then closed) by a thread, so a
+    command that does not read it cannot block the wait; without it stdin is empty.
 
     ``while_waiting`` is called about every 0.2 s (the worker renews its lease there);
     when it returns False the command is killed and the outcome is ``aborted``. On
@@ -109,7 +125,7 @@ def run_command(
     try:
         process = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=run_dir,
@@ -123,6 +139,8 @@ def run_command(
         threading.Thread(target=_copy_capped, args=(process.stdout, stdout_path, stdout_cap, tail), daemon=True),
         threading.Thread(target=_copy_capped, args=(process.stderr, run_dir / "stderr.log", stdout_cap, None), daemon=True),
     ]
+    if stdin_data is not None:
+        readers.append(threading.Thread(target=_feed, args=(process.stdin, stdin_data), daemon=True))
     for reader in readers:
         reader.start()
     deadline = time.monotonic() + timeout_seconds
