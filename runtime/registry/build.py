@@ -8,6 +8,7 @@ with every error found, each naming the file, the entry and the rule.
 
 import re
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -18,12 +19,15 @@ from .cadence import CadenceError, parse_every
 from .files import compute_digest, display_path, read_json, read_yaml
 from .model import (
     CLOSED_PLACEHOLDERS,
+    JOB_COMMAND_PLACEHOLDERS,
+    JOB_PAYLOAD_FIELDS,
     LOOP_NAME_PATTERN,
     PLACEHOLDER,
     Definition,
     Edge,
     EdgeEmit,
     EventType,
+    Job,
     Loop,
     Registry,
     RegistryError,
@@ -57,6 +61,8 @@ class _Loader:
         self.errors: list[RegistryError] = []
         self.broken: set[tuple[str, str]] = set()
         self.meta = self._meta_registry()
+        #: The overlay as parsed by ``merge_overlay`` when its shape is valid; ``jobs()`` reads it.
+        self.overlay: dict = {}
 
     # --- helpers ---------------------------------------------------------------------
     def error(self, path: Path, entry: str, rule: str, detail: str) -> None:
@@ -325,6 +331,7 @@ class _Loader:
         data = read_yaml(path, self.errors)
         if data is None or not self.check_shape(path, data, "overlay.schema.json", entry_level=False):
             return merged
+        self.overlay = data or {}
         for name, entry in ((data or {}).get("schedules") or {}).items():
             if name in merged:
                 base, source, base_overrides = merged[name]
@@ -448,6 +455,102 @@ class _Loader:
                 return False
         return True
 
+    # --- host clock bridge jobs (issue 7; spec §15) ------------------------------------------
+    def jobs(self, event_types: dict[str, EventType], definitions: dict[str, Definition]) -> dict[str, Job]:
+        """The overlay's ``jobs:`` mapping (the host-clock registry), validated fail closed.
+
+        Rules: a job name follows the loop grammar (``invalid_job_name``); exactly one of
+        ``every`` and ``at`` (``job_cadence``), ``every`` in the cadence grammar
+        (``unparseable_every``), ``timezone`` an IANA zone given with ``at`` and only
+        with it (``unknown_timezone``, ``job_cadence``); the event type is registered
+        (``unregistered_event_type`` — no job is silently mapped to another type, spec
+        §15); gate and dry commands use only ``{factoryRoot}``, ``{python}``,
+        ``{manage}`` (``unknown_placeholder``); the static payload leaves ``loop`` and
+        ``slot`` to the bridge (``job_payload_reserved``); a sample event (payload plus
+        ``loop`` and ``slot``) passes the type's payload schema and its target's input
+        schema (``sample_event_invalid``).
+        """
+        path = self.config_dir / "schedule.yaml"
+        result = {}
+        for name, entry in sorted((self.overlay.get("jobs") or {}).items()):
+            if not re.match(LOOP_NAME_PATTERN, name):
+                self.error(path, f"jobs/{name}", "invalid_job_name", f"a job name must match {LOOP_NAME_PATTERN}")
+                continue
+            job = self.job(path, name, entry, event_types, definitions)
+            if job is not None:
+                result[name] = job
+        return result
+
+    def job(self, path: Path, name: str, entry: dict, event_types, definitions) -> Job | None:
+        label = f"jobs/{name}"
+        errors_before = len(self.errors)
+        cadence = None
+        if ("every" in entry) == ("at" in entry):
+            self.error(path, label, "job_cadence", "give exactly one cadence: every (e.g. 60m) or at (HH:MM)")
+        elif "every" in entry:
+            try:
+                cadence = parse_every(entry["every"])
+            except CadenceError as exc:
+                self.error(path, label, "unparseable_every", str(exc))
+        if "at" in entry and "timezone" not in entry:
+            self.error(path, label, "job_cadence", "a calendar time (at) needs its IANA timezone, e.g. Europe/Budapest")
+        if "at" not in entry and ("timezone" in entry or "days" in entry):
+            self.error(path, label, "job_cadence", "timezone and days belong to a calendar time (at)")
+        if "timezone" in entry:
+            try:
+                ZoneInfo(entry["timezone"])
+            except (ZoneInfoNotFoundError, ValueError):
+                self.error(path, label, "unknown_timezone", f"{entry['timezone']!r} is not an IANA time zone")
+        for key in ("gate_command", "dry_command"):
+            for arg in entry.get(key, []):
+                unknown = [n for n in PLACEHOLDER.findall(arg) if n not in JOB_COMMAND_PLACEHOLDERS]
+                if unknown:
+                    self.error(
+                        path, label, "unknown_placeholder",
+                        f"{key}: {{{unknown[0]}}} is not one of {', '.join(sorted(JOB_COMMAND_PLACEHOLDERS))}",
+                    )
+        payload = entry.get("payload") or {}
+        reserved = [k for k in JOB_PAYLOAD_FIELDS if k in payload]
+        if reserved:
+            self.error(path, label, "job_payload_reserved", f"the bridge sets {', '.join(reserved)}; remove them")
+        etype = event_types.get(entry["eventType"])
+        if etype is None:
+            if ("event-types.json", entry["eventType"]) not in self.broken:
+                self.error(
+                    path, label, "unregistered_event_type",
+                    f"{entry['eventType']!r} is not in event-types.json; a job admits only a registered type",
+                )
+        elif len(self.errors) == errors_before:
+            self.check_sample_event(path, label, name, payload, etype, definitions.get(etype.target))
+        if len(self.errors) != errors_before:
+            return None
+        return Job(
+            name=name,
+            event_type=entry["eventType"],
+            enabled=entry["enabled"],
+            every=entry.get("every"),
+            cadence_seconds=cadence,
+            at=entry.get("at"),
+            timezone=entry.get("timezone"),
+            days=tuple(entry.get("days", ())),
+            gate_command=tuple(entry["gate_command"]) if "gate_command" in entry else None,
+            dry_command=tuple(entry["dry_command"]) if "dry_command" in entry else None,
+            payload=dict(payload),
+            description=entry.get("description", ""),
+        )
+
+    def check_sample_event(self, path, label, name, payload, etype, target) -> None:
+        """A job whose every event would be refused or fail planning is a load error."""
+        sample = {**payload, "loop": name, "slot": SAMPLE_SLOT}
+        for what, schema in ((f"payload schema of {etype.name}", etype.payload_schema),
+                             (f"input schema of {etype.target}", target.input_schema if target else None)):
+            err = next(iter(Draft202012Validator(schema).iter_errors(sample)), None) if schema else None
+            if err is not None:
+                where = "/".join(map(str, err.absolute_path)) or "<top>"
+                self.error(path, label, "sample_event_invalid", f"this job's event fails the {what} at {where}: {err.message}")
+                return
+    # --- end of host clock bridge jobs ---------------------------------------------------------
+
     def builtin_schema(self, name: str) -> dict:
         errors: list[RegistryError] = []
         schema = read_json(self.registry_dir / "schemas" / name, errors)
@@ -463,6 +566,7 @@ class _Loader:
         loops = self.effective_loops(
             self.merge_overlay({**kernel, **self.repo_loops(templates, repos, kernel)}), event_types, definitions
         )
+        jobs = self.jobs(event_types, definitions)
         envelope_schema = self.builtin_schema("factory.event.v1.json")
         command_result_schema = self.builtin_schema("factory.command-result.v1.json")
         if self.errors:
@@ -480,6 +584,7 @@ class _Loader:
             repos=repos,
             envelope_schema=envelope_schema,
             command_result_schema=command_result_schema,
+            jobs=jobs,
         )
 
 

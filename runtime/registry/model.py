@@ -131,6 +131,46 @@ class Loop:
         return repo if isinstance(repo, str) and repo else self.name
 
 
+#: Placeholders a bridge job's gate and dry commands may use: filled by the bridge from
+#: the runtime's settings, never from an event (spec §15: the commands run before admission).
+JOB_COMMAND_PLACEHOLDERS = frozenset({"factoryRoot", "python", "manage"})
+#: Payload fields the host clock bridge adds to every event it admits: the job and its slot
+#: (spec §15, "an explicit loop/slot payload"); a job's static payload may not set them.
+JOB_PAYLOAD_FIELDS = ("loop", "slot")
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A host clock bridge job from the overlay's ``jobs:`` mapping (spec §15, DESIGN §2).
+
+    Its cadence is ``every`` (``cadence_seconds`` set) or a calendar time ``at`` ("HH:MM")
+    in the IANA ``timezone``, optionally on ``days`` only. ``gate_command`` and
+    ``dry_command`` are argv tuples run without a shell before admission; the job admits
+    one ``event_type`` event whose payload is ``payload`` plus ``loop`` (the job) and
+    ``slot``. ``enabled`` is the job's own switch, independent of every native loop.
+    """
+
+    name: str
+    event_type: str
+    enabled: bool
+    every: str | None = None
+    cadence_seconds: int | None = None
+    at: str | None = None
+    timezone: str | None = None
+    days: tuple[str, ...] = ()
+    gate_command: tuple[str, ...] | None = None
+    dry_command: tuple[str, ...] | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def subject(self) -> str:
+        """The admitted event's subject: the payload's repo when it has one, else the job name."""
+        repo = self.payload.get("repo")
+        return repo if isinstance(repo, str) and repo else self.name
+
+
 @dataclass(frozen=True)
 class Registry:
     """The effective registry in force; ``digest`` covers only the tracked kernel files."""
@@ -143,6 +183,7 @@ class Registry:
     repos: tuple[Repo, ...]
     envelope_schema: dict
     command_result_schema: dict
+    jobs: dict[str, Job] = field(default_factory=dict)
 
     def definition_for(self, event_type: str) -> Definition | None:
         etype = self.event_types.get(event_type)
