@@ -122,6 +122,15 @@ def validate_envelope(envelope, *, door: Door, registry: Registry) -> list[dict]
     return errors
 
 
+def _bridge_job(envelope: dict, door: Door) -> dict:
+    """``{"job": name}`` for an event the host clock bridge sent, which names its job in
+    ``payload.loop`` (spec §15; docs/host-clock.md), so the journal says which job admitted it."""
+    loop = envelope["payload"].get("loop")
+    if envelope["source"] == "bridge" and door != Door.SCHEDULE and isinstance(loop, str):
+        return {"job": loop}
+    return {}
+
+
 def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | None = None) -> Admission:
     """Validate and store ``envelope`` as it came through ``door`` at ``now`` (UTC).
 
@@ -158,7 +167,8 @@ def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | Non
                 DOOR_ACTOR[door],
                 at=now,
                 event=event,
-                data={"eventId": event_id, "type": event.type, "source": event.source, "door": door.value},
+                data={"eventId": event_id, "type": event.type, "source": event.source, "door": door.value,
+                      **_bridge_job(envelope, door)},
             )
     except IntegrityError:
         existing = Event.objects.filter(event_id=event_id).first()
