@@ -24,6 +24,7 @@ Failures raise ``BridgeError`` with a one-line ``reason`` and the command's exit
 any other answer). Everything here takes ``now`` (aware UTC) from the caller.
 """
 
+import contextlib
 import json
 import logging
 import os
@@ -180,7 +181,8 @@ def run_command(kind: str, job: Job, argv: tuple[str, ...], timeout_seconds: int
     try:
         output, _ = process.communicate(timeout=timeout_seconds)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
         raise BridgeError(EXIT_FAILED, f"{kind} command of {job.name} timed out after {timeout_seconds} s") from None
     text = output.decode("utf-8", errors="replace")
@@ -229,11 +231,13 @@ def emit_envelope(envelope: dict, *, now: datetime, serve_url: str, secret: str)
     """POST ``envelope`` to ``<serve_url>/events``, signed for ``now`` (docs/intake.md).
 
     Returns ``Emitted`` for 202 (admitted) and 200 duplicate. Raises BridgeError:
-    ``EXIT_FAILED`` without a secret, ``EXIT_UNREACHABLE`` when nothing answers,
+    ``EXIT_FAILED`` without a secret or an http(s) URL, ``EXIT_UNREACHABLE`` when nothing answers,
     ``EXIT_SIGNATURE_REFUSED`` on 401, ``EXIT_EVENT_REFUSED`` on 422 or any other answer.
     """
     if not secret:
         raise BridgeError(EXIT_FAILED, "FACTORY_EVENTS_SECRET is not set: the bridge cannot sign its event")
+    if not serve_url.startswith(("http://", "https://")):
+        raise BridgeError(EXIT_FAILED, f"FACTORY_SERVE_URL {serve_url!r} is not an http(s) URL")
     body = json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode("utf-8")
     timestamp = str(int(now.timestamp()))
     url = serve_url.rstrip("/") + "/events"
