@@ -9,6 +9,8 @@ Instants are written ``YYYY-MM-DDTHH:MM:SSZ`` (``runtime.timefmt.format_instant`
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Protocol
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -29,8 +31,30 @@ STOPPED_AFTER_INTERVALS = 2
 SHOWN_TICKS = 10
 
 
+@lru_cache(maxsize=4096)
 def _instant(value: datetime | None) -> str | None:
+    # Cached: loops that ticked in one iteration share their slot and tick instants, and
+    # formatting is a large part of serialising ten thousand loops.
     return format_instant(value) if value is not None else None
+
+
+#: ``slot_floor`` memoised: over thousands of loops, the instants (``now``, the last fired
+#: slots) and the cadences repeat.
+_slot_floor = lru_cache(maxsize=4096)(slot_floor)
+
+#: The ``ScheduleState`` fields the view reads; rows are fetched as named tuples of them,
+#: which costs a fraction of model instances over thousands of loops.
+STATE_FIELDS = ("loop", "last_slot", "last_event_id", "last_tick_at", "enabled", "enabled_since")
+
+
+class LoopState(Protocol):
+    """What the pure functions read of a loop's state: a ``ScheduleState`` or a row of ``STATE_FIELDS``."""
+
+    last_slot: datetime | None
+    last_event_id: str
+    last_tick_at: datetime | None
+    enabled: bool
+    enabled_since: datetime | None
 
 
 @dataclass(frozen=True)
@@ -59,12 +83,17 @@ def last_outcome(planning_outcome: str | None, planning_reason: str, run: dict |
     return LastOutcome("planning", planning_outcome, planning_reason or "")
 
 
-def next_slot_due(loop: Loop, state: ScheduleState | None, now: datetime) -> datetime | None:
+def next_slot_due(loop: Loop, state: LoopState | None, now: datetime) -> datetime | None:
     """The slot the loop fires next: the first slot the slot loop would fire at ``now``
     (already due: the next iteration fires it), else the slot after the last fired one.
     None for a disabled loop. Pure; the same arithmetic as the slot loop (DESIGN §5)."""
     if not loop.enabled:
         return None
+    step = timedelta(seconds=loop.cadence_seconds)
+    if not is_fresh(state):
+        last = _slot_floor(state.last_slot, loop.cadence_seconds)
+        if last >= _slot_floor(now, loop.cadence_seconds):
+            return last + step  # the usual case: nothing is due before the next slot
     due = due_slots(
         cadence_seconds=loop.cadence_seconds,
         catch_up=loop.catch_up,
@@ -73,12 +102,10 @@ def next_slot_due(loop: Loop, state: ScheduleState | None, now: datetime) -> dat
         now=now,
         catchup_limit=settings.FACTORY_CATCHUP_LIMIT,
     )
-    if due:
-        return due[0].slot
-    return state.last_slot + timedelta(seconds=loop.cadence_seconds)
+    return due[0].slot
 
 
-def expected_by(loop: Loop, state: ScheduleState | None) -> datetime | None:
+def expected_by(loop: Loop, state: LoopState | None) -> datetime | None:
     """When an enabled loop must have admitted its next tick before it counts as stopped.
 
     Two intervals after its last tick, or, for a loop that never ticked, after the slot
@@ -132,7 +159,7 @@ class LoopView:
 
 def loop_view(
     loop: Loop,
-    state: ScheduleState | None,
+    state: LoopState | None,
     last_tick: dict | None,
     last_run: dict | None,
     pending: int,
@@ -162,7 +189,8 @@ def loop_view(
 def schedule_view(registry: Registry, *, now: datetime, names: list[str] | None = None) -> list[LoopView]:
     """Every effective loop of ``registry`` (or only ``names``), by name, as seen at ``now``.
 
-    Four queries whatever the number of loops: the loops' ``ScheduleState`` rows; their
+    Four queries whatever the number of loops: the loops' ``ScheduleState`` rows (as
+    named tuples of ``STATE_FIELDS``, which the pure functions read like the model); their
     last ticks, found by the eventId each state records (the state is written in the
     tick's admission transaction, DESIGN §5); those ticks' runs; the pending proposals
     counted per loop.
@@ -173,7 +201,7 @@ def schedule_view(registry: Registry, *, now: datetime, names: list[str] | None 
     if names is not None:
         states_qs = states_qs.filter(loop__in=names)
         pending_qs = pending_qs.filter(loop__in=names)
-    states = {state.loop: state for state in states_qs}
+    states = {state.loop: state for state in states_qs.values_list(*STATE_FIELDS, named=True)}
     ticks_qs = Event.objects.filter(event_id__in=states_qs.exclude(last_event_id="").values("last_event_id"))
     ticks = {
         row["event_id"]: row
