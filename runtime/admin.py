@@ -13,14 +13,24 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import Case, IntegerField, Value, When
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from .approval import ApprovalRefused, approve_proposal, reject_proposal
-from .models import Event, JournalEntry, Proposal, ProposalStatus, Run
+from .models import Event, JournalEntry, OutboxEntry, Proposal, ProposalStatus, Run
 
+#: The journal's query-string filter for one chain's story (DESIGN §10, issue 5).
+CORRELATION_LOOKUP = "event__correlation_id"
 #: Captured output shown on a run's page; the full file stays in the runs directory.
 OUTPUT_PREVIEW_BYTES = 256 * 1024
+
+
+def story_link(correlation_id: str):
+    """A link to the journal filtered to one correlation, oldest first."""
+    url = reverse("admin:runtime_journalentry_changelist") + "?" + urlencode({CORRELATION_LOOKUP: correlation_id})
+    return format_html("<a href='{}'>{}</a>", url, correlation_id)
 
 
 def pretty_json(value) -> str:
@@ -171,14 +181,18 @@ class RunAdmin(ReadOnlyAdmin):
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
-    list_display = ("id", "event_id", "type", "door", "source", "subject", "admitted_at", "planning_outcome", "planning_reason")
+    list_display = ("id", "event_id", "type", "door", "source", "subject", "admitted_at", "planning_outcome", "planning_reason", "story")
     list_filter = ("door", "type", "planning_outcome")
     search_fields = ("event_id", "correlation_id", "subject")
     fields = (
-        "event_id", "type", "source", "subject", "door", "occurred_at", "admitted_at", "correlation_id",
+        "event_id", "type", "source", "subject", "door", "occurred_at", "admitted_at", "story",
         "causation_id", "payload_view", "loop", "loop_key", "slot", "planned_at", "planning_outcome", "planning_reason",
     )
     readonly_fields = fields
+
+    @admin.display(description="correlation (its story)")
+    def story(self, event):
+        return story_link(event.correlation_id)
 
     @admin.display(description="payload")
     def payload_view(self, event):
@@ -194,6 +208,34 @@ class JournalEntryAdmin(ReadOnlyAdmin):
     fields = ("at", "action", "actor", "actor_name", "event", "proposal", "run", "data_view")
     readonly_fields = fields
 
+    def lookup_allowed(self, lookup, value, request=None):
+        # ?event__correlation_id=ID is one chain's story (the events' "story" links).
+        return lookup == CORRELATION_LOOKUP or super().lookup_allowed(lookup, value, request)
+
+    def get_ordering(self, request):
+        """A story reads oldest first; the whole journal newest first."""
+        return ["id"] if CORRELATION_LOOKUP in request.GET else ["-id"]
+
     @admin.display(description="data")
     def data_view(self, entry):
         return pretty_json(entry.data)
+
+
+@admin.register(OutboxEntry)
+class OutboxEntryAdmin(ReadOnlyAdmin):
+    """Chained events between their run's end and their admission (DESIGN §8)."""
+
+    list_display = ("id", "event_id", "status", "duplicate", "run", "created_at", "settled_at")
+    list_filter = ("status",)
+    list_select_related = ("run",)
+    search_fields = ("event_id",)
+    fields = ("event_id", "run", "position", "status", "duplicate", "created_at", "settled_at", "envelope_view", "refusal_view")
+    readonly_fields = fields
+
+    @admin.display(description="envelope")
+    def envelope_view(self, entry):
+        return pretty_json(entry.envelope)
+
+    @admin.display(description="refusal")
+    def refusal_view(self, entry):
+        return pretty_json(entry.refusal) if entry.refusal else "-"

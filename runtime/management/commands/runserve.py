@@ -5,13 +5,21 @@ slot loop and the run workers as child processes — no database handle crosses 
 fork — forwards SIGTERM/SIGINT to them, and when any child dies it stops the rest and
 exits non-zero, so whatever supervises *it* (systemd, launchd, a terminal) sees the
 failure instead of a half-alive runtime.
+
+``--demo`` runs the same runtime on the demo's settings (``demo/demo.env``): its own
+SQLite file under ``var/demo/``, the demo config (two repos, the fake adapter's
+scripted outcomes) and every agent definition played by the fake adapter
+(``docs/demo.md``). It migrates that database, then replaces itself with a plain
+``runserve`` in that environment, so nothing of the normal database is touched.
 """
 
+import os
 import signal
 import subprocess
 import sys
 import time
 
+import environ
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
@@ -20,6 +28,9 @@ from django.db.migrations.executor import MigrationExecutor
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
 
+#: The demo's settings, relative to the project directory (docs/demo.md).
+DEMO_ENV_FILE = "demo/demo.env"
+DEMO_VAR_DIR = "var/demo"
 #: How long children get to finish their current item after SIGTERM before SIGKILL.
 SHUTDOWN_GRACE_SECONDS = 20
 POLL_SECONDS = 0.2
@@ -33,10 +44,17 @@ class Command(BaseCommand):
         parser.add_argument("--http-workers", type=int, default=2, help="gunicorn worker processes (default 2)")
         parser.add_argument("--run-workers", type=int, default=1, help="run worker processes; 0 for none (default 1)")
         parser.add_argument("--no-loop", action="store_true", help="do not start the slot loop (ticks, planning)")
+        parser.add_argument(
+            "--demo", action="store_true",
+            help=f"the demo walkthrough (docs/demo.md): settings from {DEMO_ENV_FILE}, its own SQLite file "
+                 f"under {DEMO_VAR_DIR}/, two demo repos, agents played by the fake adapter",
+        )
 
     def handle(self, *args, **options):
         if options["http_workers"] < 1 or options["run_workers"] < 0:
             raise CommandError("--http-workers must be at least 1 and --run-workers at least 0")
+        if options["demo"]:
+            self.exec_demo(options)
         self.refuse_unmigrated()
         ensure_operator(self.stdout.write)
         registry = get_registry()
@@ -48,6 +66,27 @@ class Command(BaseCommand):
         children = self.start_children(options)
         self.stdout.write(f"serving on http://{options['bind']}/ (inbox: /admin/); Ctrl-C stops")
         raise SystemExit(self.supervise(children))
+
+    def exec_demo(self, options) -> None:
+        """Migrate the demo database, then become ``runserve`` with the demo's settings; never returns."""
+        base = settings.BASE_DIR
+        environ.Env.read_env(str(base / DEMO_ENV_FILE), overwrite=True)
+        env = dict(os.environ)
+        (base / DEMO_VAR_DIR).mkdir(parents=True, exist_ok=True)
+        manage = str(base / "manage.py")
+        self.stdout.write(f"demo: settings from {DEMO_ENV_FILE}, database and runs under {DEMO_VAR_DIR}/ (docs/demo.md)")
+        migrated = subprocess.run([sys.executable, manage, "migrate", "--no-input", "-v", "0"], cwd=base, env=env)
+        if migrated.returncode != 0:
+            raise CommandError(f"demo: migrating the demo database failed (exit {migrated.returncode})")
+        argv = [
+            sys.executable, manage, "runserve", "--bind", options["bind"],
+            "--http-workers", str(options["http_workers"]), "--run-workers", str(options["run_workers"]),
+        ]
+        if options["no_loop"]:
+            argv.append("--no-loop")
+        self.stdout.flush()
+        os.chdir(base)
+        os.execve(sys.executable, argv, env)
 
     def refuse_unmigrated(self) -> None:
         executor = MigrationExecutor(connection)
