@@ -37,7 +37,7 @@ def check_time_settings(app_configs=None, **kwargs):
 KNOB_MINIMUMS = {
     "FACTORY_CATCHUP_LIMIT": (1, "a catchUp: all loop must be able to fire at least one slot"),
     "FACTORY_PILEUP_THRESHOLD": (0, "a count of pending proposals"),
-    "FACTORY_LEASE_SECONDS": (3, "workers renew a lease every third of it, at most once a second"),
+    "FACTORY_LEASE_SECONDS": (2, "workers renew a lease at most once a second; a shorter lease would lapse between renewals"),
     "FACTORY_STDOUT_CAP_BYTES": (1024, "a run's result line must fit in its captured output"),
 }
 

@@ -38,6 +38,7 @@ class ProcessRuntime:
         self.config_dir = root / "config"
         shutil.copytree(PROJECT_DIR / "registry", self.registry_dir)
         self.config_dir.mkdir()
+        self.processes: list[subprocess.Popen] = []
         self.pg_admin_url = None
         if connection.vendor == "postgresql":
             params = connection.get_connection_params()
@@ -61,6 +62,11 @@ class ProcessRuntime:
         self.manage("migrate", "--no-input", "-v", "0")
 
     def close(self) -> None:
+        """Kill whatever the test left running, close its pipes, drop its database."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
         if self.pg_admin_url:
             with psycopg.connect(self.pg_admin_url, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
@@ -72,10 +78,12 @@ class ProcessRuntime:
         )
 
     def start(self, *args, **env) -> subprocess.Popen:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, MANAGE, *args], env={**self.env, **env}, cwd=PROJECT_DIR,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
+        self.processes.append(process)
+        return process
 
     def listing(self, command: str, *args) -> list[dict]:
         return json.loads(self.manage(command, "--json", "--limit", "1000", *args).stdout)

@@ -218,5 +218,5 @@ def test_the_shipped_example_overlay_is_valid(registry_files):
 
 def test_out_of_range_knobs_fail_the_system_check(settings):
     settings.FACTORY_LEASE_SECONDS = 1
-    with pytest.raises(SystemCheckError, match=r"runtime.E003.*FACTORY_LEASE_SECONDS=1 is below 3"):
+    with pytest.raises(SystemCheckError, match=r"runtime.E003.*FACTORY_LEASE_SECONDS=1 is below 2"):
         call_command("check")
