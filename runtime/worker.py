@@ -20,7 +20,7 @@ from .adapters.command import run_command
 from .adapters.fake import FakeScriptError, run_fake, scripted_result
 from .adapters.result import result_from_output
 from .models import Run
-from .registry import get_registry
+from .registry import get_registry, store
 from .runs import RunResult, claim_next_run, expire_leases, fail_attempt, finish_run, renew_lease, start_run
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,13 @@ def execute_run(run: Run, *, worker: str) -> None:
 
 
 def work_one(*, worker: str) -> bool:
-    """Expire stale leases, then claim and execute one run. True when a run was handled."""
+    """Expire stale leases, then claim and execute one run. True when a run was handled.
+
+    The registry is re-read first when a file changed, so output contracts and chain
+    edges are those in force, not those of the worker's start (a bad change on disk
+    keeps the last good registry, as in the slot loop).
+    """
+    store.refresh()
     expire_leases(now=timezone.now())
     run = claim_next_run(worker=worker, now=timezone.now(), lease_seconds=settings.FACTORY_LEASE_SECONDS)
     if run is None:

@@ -11,6 +11,7 @@ import pytest
 from intake.admission import admit_event
 from runtime.models import Door, JournalEntry, Run
 from runtime.planning import plan_pending
+from runtime.registry import store
 from runtime.runs import claim_next_run, expire_leases
 from runtime.worker import work_one
 
@@ -161,3 +162,16 @@ def test_an_expired_lease_is_a_failed_attempt_retried_then_abandoned(registry_fi
     assert (run.status, run.reason, run.attempt) == ("abandoned", "lease_expired", 2)
     assert [e.action for e in JournalEntry.objects.filter(run=run).order_by("id")][-2:] == ["run_claimed", "run_abandoned"]
     assert claim_next_run(worker="w3", now=NOW + timedelta(seconds=201), lease_seconds=60) is None
+
+
+def test_a_running_worker_uses_the_registry_in_force(registry_files):
+    run = queue(registry_files, 'print(\'{"schemaVersion": "factory.command-result/v1", "outcome": "DONE"}\')')
+    store.current()  # the worker's process loaded the registry before the change below
+    registry = registry_files.registry_dir
+    (registry / "schemas" / "needs-data.json").write_text(json.dumps({"type": "object", "required": ["data"]}))
+    definition = json.loads((registry / "definitions" / "probe@1.json").read_text())
+    definition["outputSchema"] = "needs-data.json"
+    (registry / "definitions" / "probe@1.json").write_text(json.dumps(definition))
+    work_one(worker="w1")
+    run.refresh_from_db()
+    assert (run.status, run.reason) == ("failed", "output_contract_violation")
