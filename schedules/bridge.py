@@ -34,17 +34,17 @@ import sys
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo
+from datetime import datetime
 
 from django.conf import settings
 
 from intake.signatures import sign
 from runtime.adapters.command import PASSED_ENVIRONMENT
 from runtime.registry import Job
-from runtime.registry.model import PLACEHOLDER, WEEKDAYS
+from runtime.registry.model import PLACEHOLDER
 from runtime.timefmt import format_instant
 
+from .calendar import calendar_slot
 from .slots import slot_floor
 
 logger = logging.getLogger(__name__)
@@ -99,45 +99,6 @@ class BridgeOutcome:
 
 
 # --- slots ---------------------------------------------------------------------------------
-def wall_instant(day: date, at: time, zone: ZoneInfo) -> datetime:
-    """The UTC instant of wall time ``at`` on ``day`` in ``zone`` (DESIGN §6 rules).
-
-    An ambiguous wall time (fall back) is its first occurrence; one that does not exist
-    (spring forward) is the first instant after the gap, i.e. the transition itself.
-    """
-    local = datetime.combine(day, at, tzinfo=zone)  # fold=0: the first occurrence
-    instant = local.astimezone(UTC)
-    if instant.astimezone(zone).replace(tzinfo=None) == local.replace(tzinfo=None):
-        return instant
-    # In a gap, fold=1 maps with the offset after the transition (an earlier UTC instant,
-    # still before the gap) and fold=0 with the one before (later, already after it):
-    # the transition lies between; find its second by bisection.
-    low, high = local.replace(fold=1).astimezone(UTC), instant
-    after = high.astimezone(zone).utcoffset()
-    while (high - low) > timedelta(seconds=1):
-        middle = low + (high - low) / 2
-        if middle.astimezone(zone).utcoffset() == after:
-            high = middle
-        else:
-            low = middle
-    return high.replace(microsecond=0)
-
-
-def calendar_slot(at: str, timezone: str, days: tuple[str, ...], now: datetime) -> datetime:
-    """The latest firing of ``at`` ("HH:MM") in ``timezone`` on ``days`` (all when empty) at or before ``now``."""
-    zone = ZoneInfo(timezone)
-    wall = time.fromisoformat(at)
-    today = now.astimezone(zone).date()
-    for back in range(8):
-        day = today - timedelta(days=back)
-        if days and WEEKDAYS[day.weekday()] not in days:
-            continue
-        instant = wall_instant(day, wall, zone)
-        if instant <= now:
-            return instant
-    raise ValueError(f"no firing of {at} {timezone} on {days} in the week before {now}")
-
-
 def job_slot(job: Job, now: datetime) -> datetime:
     """The slot a fire of ``job`` at ``now`` belongs to: the epoch floor by the job's
     cadence (DESIGN §5), or its latest calendar time; every fire within one slot gives

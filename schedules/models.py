@@ -1,6 +1,7 @@
 """Schedule bookkeeping: derived data about loops; the events table stays the truth (DESIGN §5)."""
 
 from django.db import models
+from django.db.models import Q
 
 
 class ScheduleState(models.Model):
@@ -16,6 +17,9 @@ class ScheduleState(models.Model):
     last_tick_at = models.DateTimeField(null=True, blank=True)
     enabled = models.BooleanField(default=True)
     enabled_since = models.DateTimeField(null=True, blank=True)
+    #: Keyed loops: every setting or clearing event with an id at or below it is applied
+    #: (``schedules.keyed.apply_keyed_events``).
+    keyed_cursor = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["loop"]
@@ -37,3 +41,74 @@ class SlotLoopStatus(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} at {self.last_iteration_at}"
+
+
+class KeyedRule(models.TextChoices):
+    """Where a keyed row's slots come from (DESIGN §6): a wall time in a zone, an interval, one instant."""
+
+    AT = "at"
+    EVERY = "every"
+    ONCE = "once"
+
+
+class KeyedSchedule(models.Model):
+    """One key of a keyed loop: its rule and the next slot it fires (DESIGN §6; seed 000).
+
+    Set, replaced and deleted by the loop's setting and clearing events; advanced (or,
+    for a ``once`` row, deleted) in the transaction that admits its tick. Derived data:
+    ``manage.py schedule rebuild LOOP`` replays the events into the same rows.
+    ``recorded_at`` is the setting event's admission instant and ``set_by`` its eventId.
+    """
+
+    loop = models.CharField(max_length=63)
+    key = models.CharField(max_length=100)
+    rule = models.CharField(max_length=5, choices=KeyedRule.choices)
+    at = models.CharField(max_length=5, blank=True, default="")
+    timezone = models.CharField(max_length=64, blank=True, default="")
+    every_seconds = models.PositiveIntegerField(null=True, blank=True)
+    next_due = models.DateTimeField()
+    last_slot = models.DateTimeField(null=True, blank=True)
+    last_event_id = models.CharField(max_length=200, blank=True, default="")
+    last_tick_at = models.DateTimeField(null=True, blank=True)
+    set_by = models.CharField(max_length=200)
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["loop", "next_due", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["loop", "key"], name="keyed_one_row_per_key"),
+            models.CheckConstraint(condition=~Q(key=""), name="keyed_key_not_empty"),
+            models.CheckConstraint(
+                condition=(
+                    Q(rule="at", every_seconds__isnull=True) & ~Q(at="") & ~Q(timezone="")
+                    | Q(rule="every", every_seconds__gt=0, at="", timezone="")
+                    | Q(rule="once", every_seconds__isnull=True, at="", timezone="")
+                ),
+                name="keyed_rule_fields",
+            ),
+        ]
+        indexes = [
+            # The slot loop's due-row fetch: WHERE loop = … AND next_due <= now ORDER BY next_due.
+            models.Index(fields=["loop", "next_due", "id"], name="keyed_due_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.loop} {self.key}: next due {self.next_due}"
+
+
+class KeyedEventApplied(models.Model):
+    """A setting or clearing event the slot loop has applied to a keyed loop's rows.
+
+    Only the recent ones are kept: ``ScheduleState.keyed_cursor`` covers every event at or
+    below it, and markers below the cursor are deleted. The markers exist because events
+    commit out of id order: a cursor alone would skip an admission still in flight.
+    """
+
+    loop = models.CharField(max_length=63)
+    event = models.ForeignKey("runtime.Event", on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["loop", "event"], name="keyed_event_applied_once")]
+
+    def __str__(self) -> str:
+        return f"{self.loop}: event {self.event_id}"

@@ -1,9 +1,10 @@
-"""The schedule view: every effective loop and what it last did (DESIGN §10, §11; spec §9).
+"""The schedule view: every effective loop and what it last did (DESIGN §6, §10, §11; spec §9).
 
 One computation serves ``GET /schedules``, ``manage.py schedule`` and the doctor, so the
 three never disagree. Reading all loops costs four queries whatever their number
-(schedule states, last ticks, their runs, pending-proposal counts); the per-loop work
-is pure arithmetic on ``now``, which the caller passes in.
+(schedule states with, for keyed loops, their key counts and earliest due row; last
+ticks; their runs; pending-proposal counts); the per-loop work is pure arithmetic on
+``now``, which the caller passes in.
 
 Instants are written ``YYYY-MM-DDTHH:MM:SSZ`` (``runtime.timefmt.format_instant``).
 """
@@ -14,13 +15,15 @@ from typing import Protocol
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, QuerySet
+from django.db.models import Case, Count, Min, OuterRef, QuerySet, Subquery, When
 
 from runtime.models import TERMINAL_RUN_STATUSES, Event, Proposal, ProposalStatus, Run
 from runtime.registry import Loop, Registry
 from runtime.timefmt import format_instant
 
-from .models import ScheduleState
+from .calendar import loop_rule
+from .keyed import Row
+from .models import KeyedSchedule, ScheduleState
 from .slots import due_slots, slot_floor
 from .ticks import is_fresh
 
@@ -29,6 +32,12 @@ from .ticks import is_fresh
 STOPPED_AFTER_INTERVALS = 2
 #: How many recent ticks ``schedule show`` lists.
 SHOWN_TICKS = 10
+#: How many due rows ``schedule show`` lists for a keyed loop.
+SHOWN_DUE_ROWS = 5
+#: A keyed loop has stopped when one of its rows stays due longer than this: the slot
+#: loop fires a due row within a second or two, and a minute leaves room for a backlog
+#: of thousands of keys (DESIGN §11's "two expected slots", for slots that are per key).
+KEYED_OVERDUE_SECONDS = 60
 
 
 @lru_cache(maxsize=4096)
@@ -44,7 +53,7 @@ _slot_floor = lru_cache(maxsize=4096)(slot_floor)
 
 #: The ``ScheduleState`` fields the view reads; rows are fetched as named tuples of them,
 #: which costs a fraction of model instances over thousands of loops.
-STATE_FIELDS = ("loop", "last_slot", "last_event_id", "last_tick_at", "enabled", "enabled_since")
+STATE_FIELDS = ("loop", "last_slot", "last_event_id", "last_tick_at", "enabled", "enabled_since", "keys", "keys_next_due")
 
 
 class LoopState(Protocol):
@@ -55,6 +64,14 @@ class LoopState(Protocol):
     last_tick_at: datetime | None
     enabled: bool
     enabled_since: datetime | None
+
+
+@dataclass(frozen=True)
+class KeyedCounts:
+    """A keyed loop's rows at a glance: how many keys, and the earliest next due (None: no keys)."""
+
+    keys: int
+    next_due: datetime | None
 
 
 @dataclass(frozen=True)
@@ -83,42 +100,58 @@ def last_outcome(planning_outcome: str | None, planning_reason: str, run: dict |
     return LastOutcome("planning", planning_outcome, planning_reason or "")
 
 
-def next_slot_due(loop: Loop, state: LoopState | None, now: datetime) -> datetime | None:
+def next_slot_due(loop: Loop, state: LoopState | None, now: datetime, keyed: KeyedCounts | None = None) -> datetime | None:
     """The slot the loop fires next: the first slot the slot loop would fire at ``now``
-    (already due: the next iteration fires it), else the slot after the last fired one.
-    None for a disabled loop. Pure; the same arithmetic as the slot loop (DESIGN §5)."""
+    (already due: the next iteration fires it), else the slot after the last fired one;
+    for a keyed loop, its earliest row's next due. None for a disabled loop. Pure; the
+    same arithmetic as the slot loop (DESIGN §5, §6)."""
     if not loop.enabled:
         return None
-    step = timedelta(seconds=loop.cadence_seconds)
-    if not is_fresh(state):
+    if loop.keyed is not None:
+        return keyed.next_due if keyed else None
+    if loop.cadence_seconds is not None and not is_fresh(state):
         last = _slot_floor(state.last_slot, loop.cadence_seconds)
         if last >= _slot_floor(now, loop.cadence_seconds):
-            return last + step  # the usual case: nothing is due before the next slot
+            return last + timedelta(seconds=loop.cadence_seconds)  # the usual case: nothing is due before the next slot
+    rule = loop_rule(loop)
     due = due_slots(
-        cadence_seconds=loop.cadence_seconds,
+        rule=rule,
         catch_up=loop.catch_up,
         last_fired=state.last_slot if state else None,
         fresh=is_fresh(state),
         now=now,
         catchup_limit=settings.FACTORY_CATCHUP_LIMIT,
     )
-    return due[0].slot
+    return due[0].slot if due else rule.after(rule.floor(now))
 
 
-def expected_by(loop: Loop, state: LoopState | None) -> datetime | None:
+def expected_by(loop: Loop, state: LoopState | None, keyed: KeyedCounts | None = None) -> datetime | None:
     """When an enabled loop must have admitted its next tick before it counts as stopped.
 
-    Two intervals after its last tick, or, for a loop that never ticked, after the slot
-    loop first saw it enabled (``enabledSince``) — DESIGN §11. None when the loop is
-    disabled, or when the slot loop has not seen it (re-)enabled yet: then the slot loop
-    is not turning, which is its own anomaly. Pure.
+    Two intervals — two expected slots for a time-of-day loop — after its last tick, or,
+    for a loop that never ticked, after the slot loop first saw it enabled
+    (``enabledSince``) — DESIGN §11. A keyed loop: ``KEYED_OVERDUE_SECONDS`` after its
+    earliest row fell due (None without keys). None when the loop is disabled, or when
+    the slot loop has not seen it (re-)enabled yet: then the slot loop is not turning,
+    which is its own anomaly. Pure.
     """
     if not loop.enabled or state is None or not state.enabled:
         return None
+    if loop.keyed is not None:
+        if keyed is None or keyed.next_due is None:
+            return None
+        return keyed.next_due + timedelta(seconds=KEYED_OVERDUE_SECONDS)
     since = state.last_tick_at or state.enabled_since
     if since is None:
         return None
-    return since + STOPPED_AFTER_INTERVALS * timedelta(seconds=loop.cadence_seconds)
+    if loop.cadence_seconds is not None:
+        return since + STOPPED_AFTER_INTERVALS * timedelta(seconds=loop.cadence_seconds)
+    rule = loop_rule(loop)
+    floor = rule.floor(since)
+    expected = floor
+    for _ in range(STOPPED_AFTER_INTERVALS):
+        expected = rule.after(expected)
+    return expected + (since - floor)
 
 
 @dataclass(frozen=True)
@@ -133,10 +166,25 @@ class LoopView:
     pending_proposals: int
     expected_by: datetime | None
     stopped: bool
+    keyed: KeyedCounts | None = None
 
     def as_json(self) -> dict:
-        """The item of ``schedule list --json`` (issue 4): camelCase, instants as text."""
+        """The item of ``schedule list --json`` (issue 4): camelCase, instants as text.
+
+        A time-of-day loop adds ``at``, ``timezone`` and ``days`` (``every`` and
+        ``cadenceSeconds`` null); a keyed loop adds ``keyed: {setBy, clearedBy, keys,
+        nextDue}`` (issue 6).
+        """
         loop = self.loop
+        extension = {}
+        if loop.at is not None:
+            extension = {"at": loop.at, "timezone": loop.timezone, "days": list(loop.days)}
+        if loop.keyed is not None:
+            extension = {"keyed": {
+                "setBy": sorted(loop.keyed.set_by), "clearedBy": sorted(loop.keyed.cleared_by),
+                "keys": self.keyed.keys if self.keyed else 0,
+                "nextDue": _instant(self.keyed.next_due) if self.keyed else None,
+            }}
         return {
             "name": loop.name,
             "every": loop.every,
@@ -154,6 +202,7 @@ class LoopView:
             "lastOutcome": self.last_outcome.as_json() if self.last_outcome else None,
             "pendingProposals": self.pending_proposals,
             "stopped": self.stopped,
+            **extension,
         }
 
 
@@ -168,9 +217,13 @@ def loop_view(
     """Assemble one loop's view from rows already read. Pure.
 
     ``last_tick`` holds the last tick's ``planning_outcome`` and ``planning_reason``;
-    ``last_run`` its run's ``status``, ``outcome`` and ``reason``.
+    ``last_run`` its run's ``status``, ``outcome`` and ``reason``; for a keyed loop, the
+    state row carries ``keys`` and ``keys_next_due``.
     """
-    deadline = expected_by(loop, state)
+    keyed = None
+    if loop.keyed is not None:
+        keyed = KeyedCounts(getattr(state, "keys", None) or 0, getattr(state, "keys_next_due", None))
+    deadline = expected_by(loop, state, keyed)
     outcome = None
     if last_tick is not None:
         outcome = last_outcome(last_tick["planning_outcome"], last_tick["planning_reason"], last_run)
@@ -178,11 +231,12 @@ def loop_view(
         loop=loop,
         last_slot_fired=state.last_slot if state else None,
         last_tick_at=state.last_tick_at if state else None,
-        next_slot_due=next_slot_due(loop, state, now),
+        next_slot_due=next_slot_due(loop, state, now, keyed),
         last_outcome=outcome,
         pending_proposals=pending,
         expected_by=deadline,
         stopped=deadline is not None and now > deadline,
+        keyed=keyed,
     )
 
 
@@ -201,7 +255,7 @@ def schedule_view(registry: Registry, *, now: datetime, names: list[str] | None 
     if names is not None:
         states_qs = states_qs.filter(loop__in=names)
         pending_qs = pending_qs.filter(loop__in=names)
-    states = {state.loop: state for state in states_qs.values_list(*STATE_FIELDS, named=True)}
+    states = {state.loop: state for state in _with_keyed_counts(states_qs, loops).values_list(*STATE_FIELDS, named=True)}
     ticks_qs = Event.objects.filter(event_id__in=states_qs.exclude(last_event_id="").values("last_event_id"))
     ticks = {
         row["event_id"]: row
@@ -219,6 +273,27 @@ def schedule_view(registry: Registry, *, now: datetime, names: list[str] | None 
         run = runs.get(tick["id"]) if tick else None
         views.append(loop_view(loop, state, tick, run, pending.get(loop.name, 0), now))
     return views
+
+
+def _with_keyed_counts(states: QuerySet, loops: list[Loop]) -> QuerySet:
+    """The state rows annotated with ``keys`` and ``keys_next_due``, computed for keyed loops
+    only (a ``CASE``: the subqueries run on ``keyed_due_idx`` for those rows alone)."""
+    keyed = [loop.name for loop in loops if loop.keyed is not None]
+    rows = KeyedSchedule.objects.filter(loop=OuterRef("loop")).order_by().values("loop")
+    return states.annotate(
+        keys=Case(When(loop__in=keyed, then=Subquery(rows.annotate(n=Count("id")).values("n")))),
+        keys_next_due=Case(When(loop__in=keyed, then=Subquery(rows.annotate(d=Min("next_due")).values("d")))),
+    )
+
+
+def due_keys(loop_name: str, *, limit: int = SHOWN_DUE_ROWS) -> list[dict]:
+    """The keyed loop's ``limit`` rows due soonest: ``{key, nextDue, rule, lastSlot, setBy}``. One query."""
+    rows = KeyedSchedule.objects.filter(loop=loop_name).order_by("next_due", "id")[:limit]
+    return [
+        {"key": row.key, "nextDue": _instant(row.next_due), "rule": Row.of(row).describe(),
+         "lastSlot": _instant(row.last_slot), "setBy": row.set_by}
+        for row in rows
+    ]
 
 
 def recent_ticks(loop_name: str, *, limit: int = SHOWN_TICKS) -> list[dict]:
@@ -254,9 +329,12 @@ def recent_ticks(loop_name: str, *, limit: int = SHOWN_TICKS) -> list[dict]:
 
 def next_slots(view: LoopView, *, count: int, now: datetime) -> list[datetime]:
     """The loop's next ``count`` slots: from its next slot due, or, for a disabled loop,
-    the slot boundaries after ``now`` it would fire on if enabled. Pure."""
-    step = timedelta(seconds=view.loop.cadence_seconds)
-    first = view.next_slot_due
-    if first is None:
-        first = slot_floor(now, view.loop.cadence_seconds) + step
-    return [first + i * step for i in range(count)]
+    the slots after ``now`` it would fire on if enabled. Pure. A keyed loop's slots are
+    per key (``due_keys``): raises ValueError."""
+    if view.loop.keyed is not None:
+        raise ValueError(f"loop {view.loop.name} is keyed: its slots are per key")
+    rule = loop_rule(view.loop)
+    slots = [view.next_slot_due if view.next_slot_due is not None else rule.after(rule.floor(now))]
+    while len(slots) < count:
+        slots.append(rule.after(slots[-1]))
+    return slots

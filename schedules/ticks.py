@@ -1,8 +1,9 @@
-"""Tick emission: admit the due slots of every enabled loop (DESIGN §5).
+"""Tick emission: admit the due slots of every enabled loop (DESIGN §5, §6).
 
 A tick is an ordinary event admitted through the ``schedule`` door with the eventId
-``clock:<loop>:<slot>``; the unique eventId is what makes restarts and two serve
-processes converge on one tick per slot.
+``clock:<loop>:<slot>`` (``clock:<loop>:<key>:<slot>`` for a keyed loop); the unique
+eventId is what makes restarts and two serve processes converge on one tick per slot.
+Interval and time-of-day loops fire here; keyed loops through ``schedules.keyed``.
 """
 
 import logging
@@ -18,6 +19,8 @@ from runtime.models import Door
 from runtime.registry import Loop, Registry
 from runtime.timefmt import format_instant
 
+from .calendar import loop_rule
+from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
 from .slots import DueSlot, due_slots
 
@@ -64,15 +67,16 @@ def is_fresh(state: ScheduleState | None) -> bool:
 
 
 def plan_ticks(*, now: datetime, registry: Registry, states: dict[str, ScheduleState]) -> list[tuple[Loop, DueSlot, bool]]:
-    """What an iteration at ``now`` would fire: ``(loop, due slot, fresh)`` for enabled loops."""
+    """What an iteration at ``now`` would fire: ``(loop, due slot, fresh)`` for enabled
+    interval and time-of-day loops (keyed loops fire per key, ``schedules.keyed``)."""
     result = []
     for loop in registry.loops.values():
-        if not loop.enabled:
+        if not loop.enabled or loop.keyed is not None:
             continue
         state = states.get(loop.name)
         fresh = is_fresh(state)
         for due in due_slots(
-            cadence_seconds=loop.cadence_seconds,
+            rule=loop_rule(loop),
             catch_up=loop.catch_up,
             last_fired=state.last_slot if state else None,
             fresh=fresh,
@@ -86,12 +90,13 @@ def plan_ticks(*, now: datetime, registry: Registry, states: dict[str, ScheduleS
 def emit_due_ticks(*, now: datetime, registry: Registry) -> list[TickReport]:
     """Admit every due tick at ``now`` and record disabled loops; returns the ticks fired.
 
-    Each tick and its ``ScheduleState`` update commit in one transaction.
+    Each tick and its ``ScheduleState`` update commit in one transaction. Keyed loops
+    first apply their setting and clearing events, then fire their due rows.
     """
     states = {s.loop: s for s in ScheduleState.objects.all()}
     _record_disabled(registry, states)
     _record_first_seen(registry, states, now)
-    reports = []
+    reports = _emit_keyed(registry, now)
     for loop, due, fresh in plan_ticks(now=now, registry=registry, states=states):
         envelope = tick_envelope(loop, due)
         with transaction.atomic():
@@ -104,6 +109,32 @@ def emit_due_ticks(*, now: datetime, registry: Registry) -> list[TickReport]:
                 "loop %s fired slot %s (%s skipped)", loop.name, envelope["payload"]["slot"], due.skipped_slots,
                 extra={"action": "tick_admitted", "loop": loop.name, "skippedSlots": due.skipped_slots},
             )
+    return reports
+
+
+def _emit_keyed(registry: Registry, now: datetime) -> list[TickReport]:
+    """Apply the keyed loops' events, then admit their due rows' ticks (``schedules.keyed``).
+
+    A keyed loop the slot loop sees re-enabled gets a new ``enabledSince``: its rows set
+    or fired before that fire their current slot with no skips.
+    """
+    keyed = [loop for loop in registry.loops.values() if loop.keyed is not None]
+    if not keyed:
+        return []
+    ScheduleState.objects.filter(loop__in=[loop.name for loop in keyed if loop.enabled], enabled=False).update(
+        enabled=True, enabled_since=now
+    )
+    for loop in keyed:
+        ScheduleState.objects.get_or_create(loop=loop.name, defaults={"enabled": loop.enabled, "enabled_since": now})
+    states = {s.loop: s for s in ScheduleState.objects.filter(loop__in=[loop.name for loop in keyed])}
+    reports = []
+    for loop in keyed:
+        apply_keyed_events(loop, states[loop.name], now=now)
+        if loop.enabled:
+            reports += [
+                TickReport(loop.name, event_id, due.slot, due.skipped_slots, admitted)
+                for event_id, due, admitted in emit_keyed_ticks(loop, states[loop.name], now=now, registry=registry)
+            ]
     return reports
 
 

@@ -36,14 +36,14 @@ def rules(exc: RegistryInvalid) -> set[tuple[str, str]]:
 def test_templates_expand_for_every_repo_that_is_not_report_only(repos):
     loops = get_registry().loops
     assert sorted(loops) == [
-        "heartbeat", "merge-factory", "merge-hello", "reaper",
+        "customer-digest", "heartbeat", "merge-factory", "merge-hello", "reaper",
         "ship-factory", "ship-hello", "work-factory", "work-hello",
     ]
     assert not [name for name in loops if name.endswith("-notes")]
 
 
 def test_no_repos_file_means_no_repo_loops():
-    assert sorted(get_registry().loops) == ["heartbeat", "reaper"]
+    assert sorted(get_registry().loops) == ["customer-digest", "heartbeat", "reaper"]
 
 
 def test_expanded_loops_follow_their_template(repos):

@@ -73,7 +73,7 @@ def test_schedules_answers_what_schedule_list_json_prints(client, token, registr
         out = StringIO()
         call_command("schedule", "list", "--json", stdout=out)
     assert response.json() == json.loads(out.getvalue())
-    assert [item["name"] for item in response.json()] == ["heartbeat", "reaper"]
+    assert [item["name"] for item in response.json()] == ["customer-digest", "heartbeat", "reaper"]
 
 
 def test_status_answers_what_doctor_prints(client, token, registry_files):

@@ -31,11 +31,12 @@ def test_bare_schedule_prints_the_table(registry_files):
     tick("2026-11-30T21:07:00Z")
     lines = run().splitlines()
     assert lines[0].split()[:3] == ["LOOP", "EVERY", "APPROVAL"]
-    assert lines[1].split()[:7] == [
+    assert lines[1].split()[:6] == ["customer-digest", "keyed", "watched", "no", "kernel", "never"]
+    assert lines[2].split()[:7] == [
         "heartbeat", "5m", "auto", "yes", "kernel", "2026-11-30T21:05:00Z", "2026-11-30T21:10:00Z",
     ]
-    assert "planning APPROVED" in lines[1]
-    assert lines[2].split()[:6] == ["reaper", "60m", "watched", "no", "kernel", "never"]
+    assert "planning APPROVED" in lines[2]
+    assert lines[3].split()[:6] == ["reaper", "60m", "watched", "no", "kernel", "never"]
     assert run("list") == run()
 
 

@@ -92,7 +92,7 @@ def test_next_slot_due_is_the_slot_the_slot_loop_fires_next(registry_files):
 
 def test_next_slots_from_the_next_due_and_for_a_disabled_loop(registry_files):
     tick("2026-11-30T21:07:00Z")
-    heartbeat, reaper = schedule_view(get_registry(), now=at("2026-11-30T21:08:00Z"))
+    _, heartbeat, reaper = schedule_view(get_registry(), now=at("2026-11-30T21:08:00Z"))
     assert next_slots(heartbeat, count=3, now=at("2026-11-30T21:08:00Z")) == [
         at("2026-11-30T21:10:00Z"), at("2026-11-30T21:15:00Z"), at("2026-11-30T21:20:00Z"),
     ]

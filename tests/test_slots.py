@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schedules.slots import DueSlot, due_slots, slot_floor
+from schedules.slots import DueSlot, Interval, due_slots, slot_floor
 
 from .conftest import at
 
@@ -39,7 +39,7 @@ def test_slot_floor_properties(instant, cadence):
 
 def due(catch_up, last, now, *, fresh=False, limit=1000, cadence=HOUR):
     return due_slots(
-        cadence_seconds=cadence, catch_up=catch_up, last_fired=at(last) if last else None,
+        rule=Interval(cadence), catch_up=catch_up, last_fired=at(last) if last else None,
         fresh=fresh, now=at(now), catchup_limit=limit,
     )
 
@@ -86,7 +86,7 @@ def test_nothing_fires_within_the_last_fired_slot():
 def test_catch_up_accounts_for_every_missed_slot(last_instant, gap, cadence, limit):
     last = slot_floor(last_instant, cadence)
     now = last + timedelta(seconds=cadence * gap) + timedelta(seconds=cadence - 1)
-    kwargs = dict(cadence_seconds=cadence, last_fired=last, fresh=False, now=now, catchup_limit=limit)
+    kwargs = dict(rule=Interval(cadence), last_fired=last, fresh=False, now=now, catchup_limit=limit)
     if gap == 0:
         assert due_slots(catch_up="none", **kwargs) == []
         return

@@ -5,4 +5,4 @@ from runtime.registry import get_registry
 
 @pytest.mark.django_db
 def test_kernel_registry_loads():
-    assert set(get_registry().loops) == {"heartbeat", "reaper"}
+    assert set(get_registry().loops) == {"customer-digest", "heartbeat", "reaper"}

@@ -15,7 +15,7 @@ from jsonschema.exceptions import SchemaError
 from referencing import Registry as SchemaRegistry
 from referencing import Resource
 
-from .cadence import CadenceError, parse_every
+from .cadence import CadenceError, parse_every, parse_wall_time
 from .files import compute_digest, display_path, read_json, read_yaml
 from .model import (
     CLOSED_PLACEHOLDERS,
@@ -28,6 +28,8 @@ from .model import (
     EdgeEmit,
     EventType,
     Job,
+    Keyed,
+    KeyedSetter,
     Loop,
     Registry,
     RegistryError,
@@ -41,11 +43,16 @@ CATCH_UP_POLICIES = ("none", "last", "all")
 OUTPUT_CONTRACTS = ("factory.command-result/v1",)
 #: What an overlay may change on a kernel loop; everything else is pinned (DESIGN §4).
 OVERLAY_OVERRIDABLE = ("enabled", "every", "payload")
-#: What a new overlay loop must spell out; ``approval`` may only be ``watched``.
-OVERLAY_NEW_LOOP_REQUIRED = ("every", "eventType", "catchUp", "singleton", "enabled")
-KERNEL_LOOP_REQUIRED = ("every", "eventType")
+#: What a new overlay loop must spell out, besides its slots (``every``, ``at`` or
+#: ``keyed``); ``approval`` may only be ``watched``.
+OVERLAY_NEW_LOOP_REQUIRED = ("eventType", "catchUp", "singleton", "enabled")
+KERNEL_LOOP_REQUIRED = ("eventType",)
 LOOP_DEFAULTS = {"catchUp": "none", "singleton": True, "approval": "watched", "enabled": False, "payload": {}}
 SAMPLE_SLOT = "2026-01-01T00:00:00Z"
+#: The key a keyed loop's sample tick carries (DESIGN §6: ``key`` is a bookkeeping field).
+SAMPLE_KEY = "sample-key"
+#: A setting event's rule: exactly one of these pointers (DESIGN §6).
+KEYED_RULES = ("at", "every", "once")
 #: The ``schedules.json`` key of the per-repo templates; loop names are lowercase, so it never collides.
 REPO_LOOPS_KEY = "repoLoops"
 #: The template whose cadence a repo's ``merge_every`` sets (spec §12).
@@ -381,12 +388,7 @@ class _Loader:
         result = {}
         for name, (entry, source, overrides) in sorted(merged.items()):
             path = self.config_dir / "schedule.yaml" if source == "overlay" else self.registry_dir / "schedules.json"
-            ok = True
-            try:
-                cadence = parse_every(entry["every"])
-            except CadenceError as exc:
-                self.error(path, name, "unparseable_every", str(exc))
-                ok, cadence = False, 0
+            ok, cadence = self.check_slots(path, name, entry, event_types)
             if entry["catchUp"] not in CATCH_UP_POLICIES:
                 self.error(path, name, "invalid_catch_up", f"catchUp {entry['catchUp']!r} is not none, last or all")
                 ok = False
@@ -421,7 +423,7 @@ class _Loader:
             if ok:
                 result[name] = Loop(
                     name=name,
-                    every=entry["every"],
+                    every=entry.get("every"),
                     cadence_seconds=cadence,
                     event_type=entry["eventType"],
                     catch_up=entry["catchUp"],
@@ -431,14 +433,115 @@ class _Loader:
                     payload=dict(entry.get("payload") or {}),
                     source=source,
                     overrides=overrides,
+                    at=entry.get("at"),
+                    timezone=entry.get("timezone") if "at" in entry else None,
+                    days=tuple(entry.get("days", ())),
+                    keyed=self.keyed(entry["keyed"]) if "keyed" in entry else None,
                 )
         return result
+
+    def check_slots(self, path: Path, name: str, entry: dict, event_types: dict[str, EventType]) -> tuple[bool, int | None]:
+        """Check where a loop's slots come from; returns ``(ok, cadence seconds or None)``.
+
+        Exactly one of ``every`` (DESIGN §5), ``at`` with ``timezone`` and optional
+        ``days`` (DESIGN §6), or ``keyed`` (DESIGN §6, seed 000). Rules:
+        ``cadence_conflict`` (two of them, or ``timezone``/``days`` without ``at``),
+        ``unparseable_every``, ``invalid_time``, ``missing_timezone`` (no implicit server
+        zone, ever), ``unknown_timezone``, ``never_ticks`` (nothing can ever tick the loop:
+        no ``every``, no ``at``, no setting type — seed 000's load error), and the keyed
+        rules of ``check_keyed``.
+        """
+        given = [k for k in ("every", "at", "keyed") if entry.get(k) is not None]
+        if len(given) > 1:
+            self.error(
+                path, name, "cadence_conflict",
+                f"give one of every, at or keyed, not {' and '.join(given)}"
+                + (": a keyed loop takes each key's rule from its setting events" if "keyed" in given else ""),
+            )
+            return False, None
+        if "at" not in entry and ("timezone" in entry or "days" in entry):
+            self.error(path, name, "cadence_conflict", "timezone and days belong to a time of day (at)")
+            return False, None
+        if "every" in given:
+            try:
+                return True, parse_every(entry["every"])
+            except CadenceError as exc:
+                self.error(path, name, "unparseable_every", str(exc))
+                return False, None
+        if "at" in given:
+            return self.check_time_of_day(path, name, entry), None
+        if "keyed" in given and entry["keyed"].get("setBy"):
+            return self.check_keyed(path, name, entry["keyed"], event_types), None
+        self.error(
+            path, name, "never_ticks",
+            "nothing can ever tick this loop: give every, at with timezone, or keyed with at least one setBy type",
+        )
+        return False, None
+
+    def check_time_of_day(self, path: Path, name: str, entry: dict) -> bool:
+        ok = True
+        try:
+            parse_wall_time(entry["at"])
+        except CadenceError as exc:
+            self.error(path, name, "invalid_time", str(exc))
+            ok = False
+        if "timezone" not in entry:
+            self.error(
+                path, name, "missing_timezone",
+                "a time of day needs its IANA timezone (e.g. Europe/Budapest); there is no implicit server zone",
+            )
+            return False
+        try:
+            ZoneInfo(entry["timezone"])
+        except (ZoneInfoNotFoundError, ValueError):
+            self.error(path, name, "unknown_timezone", f"{entry['timezone']!r} is not an IANA time zone")
+            ok = False
+        return ok
+
+    def check_keyed(self, path: Path, name: str, keyed: dict, event_types: dict[str, EventType]) -> bool:
+        """Every setting and clearing type is registered (``keyed_unregistered_type``); each
+        setter points at exactly one rule, ``timezone`` with ``at`` and only with it (``keyed_rule``)."""
+        ok = True
+        for role, types in (("setBy", keyed.get("setBy") or {}), ("clearedBy", keyed.get("clearedBy") or {})):
+            for event_type in types:
+                if event_type not in event_types and ("event-types.json", event_type) not in self.broken:
+                    self.error(
+                        path, name, "keyed_unregistered_type",
+                        f"keyed.{role}: {event_type!r} is not in event-types.json",
+                    )
+                    ok = False
+        for event_type, setter in (keyed.get("setBy") or {}).items():
+            rules = [r for r in KEYED_RULES if r in setter]
+            if len(rules) != 1:
+                self.error(
+                    path, name, "keyed_rule",
+                    f"keyed.setBy.{event_type}: point at exactly one of at, every, once (found {', '.join(rules) or 'none'})",
+                )
+                ok = False
+            elif ("at" in setter) != ("timezone" in setter):
+                self.error(
+                    path, name, "keyed_rule",
+                    f"keyed.setBy.{event_type}: at needs a timezone pointer, and timezone belongs to at",
+                )
+                ok = False
+        return ok
+
+    @staticmethod
+    def keyed(keyed: dict) -> Keyed:
+        return Keyed(
+            set_by={
+                event_type: KeyedSetter(event_type=event_type, **setter)
+                for event_type, setter in (keyed.get("setBy") or {}).items()
+            },
+            cleared_by={event_type: spec["key"] for event_type, spec in (keyed.get("clearedBy") or {}).items()},
+        )
 
     def check_sample_tick(self, path, name, entry, cadence, etype, target) -> bool:
         """A loop whose every tick would be refused is a load error, not a refusal per slot."""
         sample = {
             **(entry.get("payload") or {}),
             "loop": name,
+            **({"key": SAMPLE_KEY} if "keyed" in entry else {}),
             "slot": SAMPLE_SLOT,
             "cadenceSeconds": cadence,
             "skippedSlots": 0,

@@ -1,7 +1,10 @@
-"""The cadence grammar of ``every`` (DESIGN §4): a positive integer and one of s, m, h, d."""
+"""The cadence grammars: ``every`` (DESIGN §4), a positive integer and one of s, m, h, d;
+``at`` (DESIGN §6), a wall time "HH:MM"."""
 
 import re
+from datetime import time
 
+WALL_TIME_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 CADENCE_PATTERN = re.compile(r"^([1-9][0-9]{0,8})([smhd])$")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -22,3 +25,14 @@ def parse_every(every: str) -> int:
             f"{every!r} is not a cadence: write a positive integer and one of s, m, h, d (e.g. 90s, 60m, 4h, 7d)"
         )
     return int(match.group(1)) * UNIT_SECONDS[match.group(2)]
+
+
+def parse_wall_time(at: str) -> time:
+    """``"HH:MM"`` (00:00 to 23:59, two digits each) as a ``time``.
+
+    Raises CadenceError for anything else (``"9:00"``, ``"24:00"``, ``"09:00:00"``).
+    """
+    match = WALL_TIME_PATTERN.fullmatch(at) if isinstance(at, str) else None
+    if match is None:
+        raise CadenceError(f"{at!r} is not a wall time: write HH:MM, 00:00 to 23:59 (e.g. 09:00)")
+    return time(int(match.group(1)), int(match.group(2)))

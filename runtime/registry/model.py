@@ -109,12 +109,49 @@ class Repo:
 
 
 @dataclass(frozen=True)
+class KeyedSetter:
+    """How one event type sets a key of a keyed loop (DESIGN §6; seed 000).
+
+    Every field is an RFC 6901 JSON Pointer into the admitted event (its envelope):
+    ``key`` finds the key; exactly one of ``at`` (with ``timezone``), ``every`` and
+    ``once`` finds the key's rule — a wall time "HH:MM" in an IANA zone, a cadence in
+    the ``every`` grammar, or a one-time RFC 3339 instant.
+    """
+
+    event_type: str
+    key: str
+    at: str | None = None
+    timezone: str | None = None
+    every: str | None = None
+    once: str | None = None
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """A keyed loop's ``keyed`` declaration: the setting types and the clearing types
+    (event type → JSON Pointer to the key)."""
+
+    set_by: dict[str, KeyedSetter]
+    cleared_by: dict[str, str]
+
+    @property
+    def event_types(self) -> tuple[str, ...]:
+        """Every type that sets or clears a key, sorted."""
+        return tuple(sorted({*self.set_by, *self.cleared_by}))
+
+
+@dataclass(frozen=True)
 class Loop:
-    """An effective schedule entry: kernel, overlay or repo template, merged (DESIGN §4, §5)."""
+    """An effective schedule entry: kernel, overlay or repo template, merged (DESIGN §4, §5, §6).
+
+    Its slots are an interval (``every``, ``cadence_seconds``), a time of day (``at`` in
+    the IANA ``timezone``, on ``days`` or every day; ``cadence_seconds`` None), or, for a
+    keyed loop (``keyed`` set, no loop-level cadence), each key's own rule.
+    """
 
     name: str
-    every: str
-    cadence_seconds: int
+    every: str | None
+    cadence_seconds: int | None
     event_type: str
     catch_up: str
     singleton: bool
@@ -123,6 +160,10 @@ class Loop:
     payload: dict[str, Any] = field(default_factory=dict)
     source: str = "kernel"
     overrides: tuple[str, ...] = ()
+    at: str | None = None
+    timezone: str | None = None
+    days: tuple[str, ...] = ()
+    keyed: Keyed | None = None
 
     @property
     def subject(self) -> str:

@@ -2,17 +2,22 @@
 
 - ``schedule`` / ``schedule list [--json]``: every effective loop, as ``GET /schedules``;
 - ``schedule show LOOP [--json]``: one loop and its last ten ticks with their outcomes;
-- ``schedule next LOOP [-n K] [--json]``: its next K slots;
+- ``schedule next LOOP [-n K] [--json]``: its next K slots, in UTC and, for a
+  time-of-day loop, in its zone; for a keyed loop, the K rows due soonest;
 - ``schedule tick [--at ISO-8601] [--dry-run] [--json]``: one iteration of the slot loop
   as if at that instant. A future instant is refused unless ``--dry-run``: firing it
   would record a slot that has not come, and the loop would stay silent until then.
   ``--dry-run`` writes nothing and prints what would fire.
+- ``schedule rebuild LOOP [--json]``: empty a keyed loop's rows and replay its setting
+  and clearing events and its admitted ticks, in admission order (DESIGN §6).
 
-Exit 2 when refused (an unknown loop, a bad or future instant).
+Exit 2 when refused (an unknown loop, a bad or future instant, rebuilding a loop that is
+not keyed).
 """
 
 import argparse
 import json
+from zoneinfo import ZoneInfo
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
@@ -21,7 +26,8 @@ from runtime.models import Event
 from runtime.registry import store
 from runtime.timefmt import InstantError, format_instant, parse_instant
 from schedules.models import ScheduleState
-from schedules.schedule_view import LoopView, next_slots, recent_ticks, schedule_view
+from schedules.keyed import rebuild
+from schedules.schedule_view import LoopView, due_keys, next_slots, recent_ticks, schedule_view
 from schedules.slot_loop import iterate
 from schedules.ticks import plan_ticks, tick_envelope
 
@@ -41,6 +47,16 @@ def _outcome_text(outcome: dict | None) -> str:
         return "-"
     text = f"{outcome['stage']} {outcome['value'] or 'not planned yet'}"
     return f"{text} ({outcome['reason']})" if outcome["reason"] else text
+
+
+def _cadence_text(item: dict) -> str:
+    """``5m``, ``09:00 Europe/Budapest`` (``mon,fri 09:00 …`` on some days only) or ``keyed``."""
+    if item["every"]:
+        return item["every"]
+    if "at" in item:
+        days = ",".join(item["days"]) + " " if item["days"] else ""
+        return f"{days}{item['at']} {item['timezone']}"
+    return "keyed"
 
 
 def _count(text: str) -> int:
@@ -69,6 +85,9 @@ class Command(BaseCommand):
         tick.add_argument("--at", help="the instant, RFC 3339 with an offset (default: now); future only with --dry-run")
         tick.add_argument("--dry-run", action="store_true", help="write nothing; print what would fire")
         tick.add_argument("--json", **as_json)
+        again = sub.add_parser("rebuild", help="rebuild a keyed loop's rows from its events")
+        again.add_argument("loop")
+        again.add_argument("--json", **as_json)
 
     def handle(self, *args, **options):
         now = timezone.now()
@@ -83,11 +102,28 @@ class Command(BaseCommand):
             raise CommandError(
                 f"no loop named {options['loop']!r}; `schedule list` shows the loops", returncode=EXIT_REFUSED
             )
-        (view,) = schedule_view(registry, now=now, names=[options["loop"]])
+        loop = registry.loops[options["loop"]]
+        if action == "rebuild":
+            if loop.keyed is None:
+                raise CommandError(f"loop {loop.name} is not keyed: it has no rows to rebuild", returncode=EXIT_REFUSED)
+            report = rebuild(loop, now=now)
+            document = {"loop": report.loop, "keys": report.keys, "events": report.events}
+            return self.emit(options, document, lambda d: f"rebuilt {d['loop']}: {d['keys']} key(s) from {d['events']} event(s)")
+        (view,) = schedule_view(registry, now=now, names=[loop.name])
         if action == "show":
-            return self.emit(options, {**view.as_json(), "ticks": recent_ticks(view.loop.name)}, self.show_text)
+            document = {**view.as_json(), "ticks": recent_ticks(loop.name)}
+            if loop.keyed is not None:
+                document["dueKeys"] = due_keys(loop.name)
+            return self.emit(options, document, self.show_text)
+        document = {"loop": loop.name, "enabled": loop.enabled}
+        if loop.keyed is not None:
+            document.update(keys=view.keyed.keys, due=due_keys(loop.name, limit=options["n"]))
+            return self.emit(options, document, self.next_keyed_text)
         slots = next_slots(view, count=options["n"], now=now)
-        document = {"loop": view.loop.name, "enabled": view.loop.enabled, "slots": [format_instant(s) for s in slots]}
+        document["slots"] = [format_instant(s) for s in slots]
+        if loop.timezone is not None:
+            zone = ZoneInfo(loop.timezone)
+            document.update(timezone=loop.timezone, local=[s.astimezone(zone).isoformat() for s in slots])
         return self.emit(options, document, self.next_text)
 
     def emit(self, options, document, as_text) -> None:
@@ -104,7 +140,7 @@ class Command(BaseCommand):
         headers = ["LOOP", "EVERY", "APPROVAL", "ENABLED", "SOURCE", "LAST SLOT FIRED", "NEXT SLOT DUE",
                    "LAST OUTCOME", "PENDING", "STOPPED"]
         rows = [[
-            item["name"], item["every"], item["approval"], "yes" if item["enabled"] else "no",
+            item["name"], _cadence_text(item), item["approval"], "yes" if item["enabled"] else "no",
             item["source"] + (f" ({', '.join(item['overrides'])})" if item["overrides"] else ""),
             item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item["lastOutcome"]),
             str(item["pendingProposals"]), "STOPPED" if item["stopped"] else "-",
@@ -115,7 +151,8 @@ class Command(BaseCommand):
     def show_text(document: dict) -> str:
         fields = [
             ("loop", document["name"]),
-            ("every", f"{document['every']} ({document['cadenceSeconds']} s)"),
+            ("every", _cadence_text(document)
+             + (f" ({document['cadenceSeconds']} s)" if document["cadenceSeconds"] else "")),
             ("event type", document["eventType"]),
             ("catch-up", document["catchUp"]),
             ("singleton", "yes" if document["singleton"] else "no"),
@@ -130,6 +167,13 @@ class Command(BaseCommand):
             ("pending proposals", str(document["pendingProposals"])),
             ("stopped", "STOPPED: no tick for more than two intervals" if document["stopped"] else "no"),
         ]
+        if "keyed" in document:
+            keyed = document["keyed"]
+            fields += [
+                ("set by", ", ".join(keyed["setBy"])),
+                ("cleared by", ", ".join(keyed["clearedBy"]) or "-"),
+                ("keys", str(keyed["keys"])),
+            ]
         width = max(len(name) for name, _ in fields)
         lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
         rows = [[
@@ -137,6 +181,11 @@ class Command(BaseCommand):
             f"{t['proposal']['id']} {t['proposal']['status']}" if t["proposal"] else "-",
             f"{t['run']['id']} {t['run']['status']}" if t["run"] else "-",
         ] for t in document["ticks"]]
+        if document.get("dueKeys"):
+            lines += ["", "next due:", _table(
+                ["KEY", "NEXT DUE", "RULE", "LAST SLOT", "SET BY"],
+                [[d["key"], d["nextDue"], d["rule"], d["lastSlot"] or "never", d["setBy"]] for d in document["dueKeys"]],
+            )]
         lines += ["", "last ticks:" if rows else "no ticks yet"]
         if rows:
             lines.append(_table(["SLOT", "ADMITTED AT", "SKIPPED", "OUTCOME", "PROPOSAL", "RUN"], rows))
@@ -145,7 +194,19 @@ class Command(BaseCommand):
     @staticmethod
     def next_text(document: dict) -> str:
         note = "" if document["enabled"] else " (disabled: the slots it would fire if enabled)"
-        return "\n".join([f"next slots of {document['loop']}{note}:", *document["slots"]])
+        if "local" in document:
+            width = max(len(s) for s in document["slots"])
+            slots = [f"{utc.ljust(width)}  {local} {document['timezone']}" for utc, local in zip(document["slots"], document["local"])]
+        else:
+            slots = document["slots"]
+        return "\n".join([f"next slots of {document['loop']}{note}:", *slots])
+
+    @staticmethod
+    def next_keyed_text(document: dict) -> str:
+        note = "" if document["enabled"] else " (disabled: nothing fires)"
+        lines = [f"{document['keys']} key(s) in {document['loop']}{note}; due soonest:"]
+        lines += [f"  {d['nextDue']}  {d['key']}  ({d['rule']})" for d in document["due"]]
+        return "\n".join(lines)
 
     # --- tick ------------------------------------------------------------------------
     def tick(self, options, now) -> None:
