@@ -8,7 +8,10 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -107,6 +110,28 @@ def wait_for(predicate, *, timeout: float, what: str, interval: float = 0.3):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def wait_serving(runtime: ProcessRuntime, port: int, *, timeout: float = 40) -> None:
+    """Wait until a just-started runserve answers HTTP on ``port`` and its slot loop has turned."""
+    started = datetime.now(UTC).replace(microsecond=0)
+
+    def answering() -> bool:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2)
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            return False
+        return True
+
+    def turned() -> bool:
+        document = json.loads(runtime.manage("doctor", check=False).stdout)
+        last = (document.get("loop") or {}).get("lastIterationAt")
+        return bool(last) and datetime.fromisoformat(last.replace("Z", "+00:00")) >= started
+
+    wait_for(answering, timeout=timeout, what=f"HTTP on port {port}")
+    wait_for(turned, timeout=timeout, what="the slot loop's first iteration")
 
 
 def stop(process: subprocess.Popen, sig=signal.SIGTERM, timeout: float = 30) -> tuple[int, str]:

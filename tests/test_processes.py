@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from .processes import ProcessRuntime, children_of, command_line, free_port, stop, wait_for
+from .processes import ProcessRuntime, children_of, command_line, free_port, stop, wait_for, wait_serving
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db]
 
@@ -36,8 +36,9 @@ def ticks(runtime) -> list[str]:
 def test_restarting_serve_repeatedly_within_one_interval_admits_exactly_one_tick(runtime):
     runtime.write_config("schedule.yaml", DAILY_HEARTBEAT)
     for _ in range(3):
-        serve = runtime.start("runserve", "--bind", f"127.0.0.1:{free_port()}", "--run-workers", "0", "--http-workers", "1")
-        wait_for(lambda: ticks(runtime), timeout=40, what="the heartbeat tick")
+        port = free_port()
+        serve = runtime.start("runserve", "--bind", f"127.0.0.1:{port}", "--run-workers", "0", "--http-workers", "1")
+        wait_serving(runtime, port)
         code, output = stop(serve)
         assert code == 0, output
         assert "runtime stopped" in output
@@ -61,6 +62,15 @@ def test_two_serve_processes_converge_on_one_tick_and_one_run(runtime):
         ("heartbeat@1", "schedule", None, "HEALTHY")
     ]
     assert len(runs) == 1
+
+
+def test_a_sigterm_during_start_up_stops_the_children_too(runtime):
+    serve = runtime.start("runserve", "--bind", f"127.0.0.1:{free_port()}", "--http-workers", "1")
+    children = wait_for(lambda: children_of(serve.pid), timeout=30, what="the first child")
+    code, output = stop(serve)
+    assert code == 0, output
+    for pid in children:
+        wait_for(lambda: not command_line(pid), timeout=30, what=f"child {pid} to exit")
 
 
 def test_a_child_that_dies_stops_the_whole_runtime_non_zero(runtime):

@@ -63,9 +63,17 @@ class Command(BaseCommand):
             f"({sum(1 for loop in registry.loops.values() if loop.enabled)} enabled)"
         )
         connection.close()
+        self.stopping = False
+        # Handlers go in before any child exists: a SIGTERM during start-up must stop
+        # the children, never kill the supervisor and orphan them.
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
         children = self.start_children(options)
         self.stdout.write(f"serving on http://{options['bind']}/ (inbox: /admin/); Ctrl-C stops")
         raise SystemExit(self.supervise(children))
+
+    def request_stop(self, signum, frame) -> None:
+        self.stopping = True
 
     def exec_demo(self, options) -> None:
         """Migrate the demo database, then become ``runserve`` with the demo's settings; never returns."""
@@ -113,16 +121,8 @@ class Command(BaseCommand):
         return {name: subprocess.Popen(argv, cwd=settings.BASE_DIR) for name, argv in commands.items()}
 
     def supervise(self, children: dict[str, subprocess.Popen]) -> int:
-        stopping = False
-
-        def request_stop(signum, frame):
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
         exit_code = 0
-        while not stopping:
+        while not self.stopping:
             dead = {name: child.returncode for name, child in children.items() if child.poll() is not None}
             if dead:
                 for name, code in dead.items():

@@ -9,6 +9,7 @@ import json
 import sys
 
 from django.core.management.base import BaseCommand
+from django.db import DatabaseError
 from django.utils import timezone
 
 from schedules.doctor import collect_status
@@ -21,7 +22,15 @@ class Command(BaseCommand):
     requires_system_checks = []
 
     def handle(self, *args, **options):
-        document = collect_status(now=timezone.now())
+        try:
+            document = collect_status(now=timezone.now())
+        except DatabaseError as exc:
+            # An unmigrated or unreachable database is itself the anomaly to page about.
+            document = {
+                "ok": False,
+                "anomalies": ["databaseUnavailable"],
+                "detail": f"{exc.__class__.__name__}: {exc}; is the database reachable and migrated (manage.py migrate)?",
+            }
         self.stdout.write(json.dumps(document, indent=2))
         if not document["ok"]:
             sys.exit(EXIT_ANOMALY)
