@@ -12,7 +12,17 @@ from django.contrib.auth.models import Permission
 from runtime.registry import store
 
 PROJECT_DIR = Path(django_settings.BASE_DIR)
-FIXTURES_DIR = PROJECT_DIR.parent / "shared" / "fixtures"
+SHARED_FIXTURES_DIR = PROJECT_DIR.parent / "shared" / "fixtures"
+VENDORED_FIXTURES_DIR = PROJECT_DIR / "tests" / "fixtures"
+
+
+def fixtures_dir() -> Path:
+    """Where the real inputs are read from: the shared fixtures beside the checkout when
+    present, else the byte-for-byte copy in tests/fixtures/ (a clone elsewhere, CI)."""
+    return SHARED_FIXTURES_DIR if SHARED_FIXTURES_DIR.is_dir() else VENDORED_FIXTURES_DIR
+
+
+FIXTURES_DIR = fixtures_dir()
 
 
 def at(text: str) -> datetime:
