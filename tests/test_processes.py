@@ -73,6 +73,23 @@ def test_a_sigterm_during_start_up_stops_the_children_too(runtime):
         wait_for(lambda: not command_line(pid), timeout=30, what=f"child {pid} to exit")
 
 
+def test_children_stop_when_the_supervisor_is_killed(runtime):
+    runtime.write_config("schedule.yaml", DAILY_HEARTBEAT)
+    port = free_port()
+    serve = runtime.start("runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", "1")
+    wait_serving(runtime, port)
+    children = children_of(serve.pid)
+    assert len(children) == 3  # gunicorn, the slot loop, one worker
+    serve.send_signal(signal.SIGKILL)
+    serve.communicate(timeout=10)
+    for pid in children:
+        wait_for(lambda: not command_line(pid), timeout=30, what=f"orphaned child {pid} to exit")
+    restarted = runtime.start("runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", "1")
+    wait_serving(runtime, port)
+    code, output = stop(restarted)
+    assert code == 0, output
+
+
 def test_a_child_that_dies_stops_the_whole_runtime_non_zero(runtime):
     runtime.write_config("schedule.yaml", DAILY_HEARTBEAT)
     serve = runtime.start("runserve", "--bind", f"127.0.0.1:{free_port()}", "--http-workers", "1", "--run-workers", "0")

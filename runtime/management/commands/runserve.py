@@ -27,6 +27,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
+from runtime.shutdown import SUPERVISOR_PID_VARIABLE, die_with_parent
 
 #: The demo's settings, relative to the project directory (docs/demo.md).
 DEMO_ENV_FILE = "demo/demo.env"
@@ -34,6 +35,7 @@ DEMO_VAR_DIR = "var/demo"
 #: How long children get to finish their current item after SIGTERM before SIGKILL.
 SHUTDOWN_GRACE_SECONDS = 20
 POLL_SECONDS = 0.2
+HTTP_THREADS = 4
 
 
 class Command(BaseCommand):
@@ -108,6 +110,8 @@ class Command(BaseCommand):
                 sys.executable, "-m", "gunicorn", "factory_site.wsgi:application",
                 "--bind", options["bind"],
                 "--workers", str(options["http_workers"]),
+                # Threads, so that one slow client holds a thread, not a whole worker.
+                "--threads", str(HTTP_THREADS),
                 "--graceful-timeout", "10",
                 "--access-logfile", "-",
                 # One control socket per user would clash between two runtimes on one host.
@@ -118,7 +122,11 @@ class Command(BaseCommand):
             commands["slot-loop"] = [sys.executable, manage, "slot_loop"]
         for index in range(options["run_workers"]):
             commands[f"worker-{index + 1}"] = [sys.executable, manage, "worker"]
-        return {name: subprocess.Popen(argv, cwd=settings.BASE_DIR) for name, argv in commands.items()}
+        env = {**os.environ, SUPERVISOR_PID_VARIABLE: str(os.getpid())}
+        return {
+            name: subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, preexec_fn=die_with_parent)
+            for name, argv in commands.items()
+        }
 
     def supervise(self, children: dict[str, subprocess.Popen]) -> int:
         exit_code = 0
