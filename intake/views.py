@@ -34,6 +34,7 @@ from intake.github import Ignored
 from intake.services import receive_github_delivery
 from intake.signatures import SignatureRefused, verify_factory_signature, verify_github_signature
 from runtime.models import Door
+from runtime.registry import RegistryInvalid
 
 
 class AlwaysJSON(BaseContentNegotiation):
@@ -73,6 +74,12 @@ class IntakeView(APIView):
     permission_classes = [AllowAny]
     parser_classes = []
     content_negotiation_class = AlwaysJSON
+
+    def handle_exception(self, exc):
+        if isinstance(exc, RegistryInvalid):
+            # Only a process that never had a good registry gets here; nothing was written.
+            return _error(503, "registry_invalid", f"the registry does not validate: {exc}")
+        return super().handle_exception(exc)
 
 
 class EventsView(IntakeView):

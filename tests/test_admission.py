@@ -105,3 +105,15 @@ def test_inject_exit_codes(tmp_path, monkeypatch, capsys):
     assert exited.value.code == 2
     assert "invalid_json" in capsys.readouterr().err
     assert Event.objects.count() == 1
+
+
+def test_with_a_bad_overlay_inject_refuses_clearly_and_the_tables_stay_readable(registry_files, tmp_path, capsys):
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabeld: true\n")
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(envelope()))
+    with pytest.raises(SystemExit) as exited:
+        call_command("inject", str(path))
+    assert exited.value.code == 2
+    assert "refused: registry_invalid: " in capsys.readouterr().err
+    call_command("events", "--json")
+    assert json.loads(capsys.readouterr().out) == []

@@ -151,3 +151,16 @@ def test_a_worker_killed_mid_run_is_retried_after_its_lease_expires_then_abandon
     assert actions == [
         "run_queued", "run_claimed", "run_started", "run_requeued", "run_claimed", "run_started", "run_abandoned"
     ]
+
+
+def test_a_bad_overlay_does_not_lock_the_operator_out_of_the_tables(runtime):
+    runtime.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabeld: true\n")
+    check = runtime.manage("check", check=False)
+    assert check.returncode == 1 and "runtime.E001" in check.stderr
+    assert runtime.listing("proposals") == []
+    refused = runtime.manage("approve", "7", "--as", "nobody", check=False)
+    assert (refused.returncode, refused.stderr.strip()) == (2, "refused: unknown_user: there is no user 'nobody'")
+    event = runtime.root / "event.json"
+    event.write_text("{}")
+    injected = runtime.manage("inject", str(event), check=False)
+    assert injected.returncode == 2 and injected.stderr.startswith("refused: registry_invalid: ")

@@ -220,3 +220,14 @@ def test_out_of_range_knobs_fail_the_system_check(settings):
     settings.FACTORY_LEASE_SECONDS = 1
     with pytest.raises(SystemCheckError, match=r"runtime.E003.*FACTORY_LEASE_SECONDS=1 is below 2"):
         call_command("check")
+
+
+def test_a_running_process_sees_a_changed_registry_and_keeps_the_last_good_one(registry_files):
+    from runtime.registry import get_registry, store
+
+    assert "reaper" in get_registry().loops
+    (registry_files.config_dir / "schedule.yaml").write_text("schedules:\n  reaper:\n    enabled: true\n    every: 1m\n")
+    assert get_registry().loops["reaper"].every == "1m"
+    (registry_files.config_dir / "schedule.yaml").write_text("schedules:\n  reaper:\n    enabeld: true\n")
+    assert get_registry().loops["reaper"].every == "1m"
+    assert [e.rule for e in store.problems()] == ["schema"]

@@ -12,6 +12,10 @@ EXIT_REFUSED = 2
 
 
 class DecisionCommand(BaseCommand):
+    # A decision replays the plan recorded on the proposal; a typo in the overlay must
+    # not stop an operator from deciding (the running service keeps its last good registry).
+    requires_system_checks = []
+
     def add_arguments(self, parser):
         parser.add_argument("proposal_id", type=int, help="the proposal's id (see `manage.py proposals`)")
         parser.add_argument("--as", dest="username", required=True, help="the operator deciding (needs approve_proposal)")

@@ -10,6 +10,9 @@ class ListingCommand(BaseCommand):
 
     columns: tuple[str, ...] = ()
     default_limit = 50
+    # Reading the tables needs no registry: a typo in the overlay must not lock an
+    # operator out of them (the running service keeps its last good registry).
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("--limit", type=int, default=self.default_limit, help=f"at most N rows (default {self.default_limit})")

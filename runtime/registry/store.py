@@ -94,5 +94,10 @@ store = RegistryStore()
 
 
 def get_registry() -> Registry:
-    """The registry in force in this process (see ``RegistryStore.current``)."""
+    """The registry in force in this process, re-read first when a file changed.
+
+    A bad change keeps the last good registry (``store.problems()`` says why); raises
+    RegistryInvalid only when this process never had a good one.
+    """
+    store.refresh()
     return store.current()

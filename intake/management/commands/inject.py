@@ -19,6 +19,7 @@ from intake.bodies import BodyRefused, decode_json
 from intake.github import Ignored
 from intake.services import receive_github_delivery
 from runtime.models import Door
+from runtime.registry import RegistryInvalid, get_registry
 
 EXIT_REFUSED = 2
 
@@ -28,6 +29,10 @@ class Command(BaseCommand):
         "Admit a factory.event/v1 envelope from FILE (or - for stdin) through the inject door; "
         "with --github-event and --delivery, replay a raw GitHub delivery body through the /github translation."
     )
+
+    # A bad registry is reported as a refusal (exit 2, registry_invalid), not as a
+    # system-check failure.
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="path of a JSON envelope or delivery body, or - to read standard input")
@@ -57,6 +62,10 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if options["delivery"] is not None and options["github_event"] is None:
             raise CommandError("--delivery only makes sense with --github-event", returncode=EXIT_REFUSED)
+        try:
+            get_registry()
+        except RegistryInvalid as exc:
+            self.refuse([{"code": "registry_invalid", "detail": str(error)} for error in exc.errors])
         raw = self.read(options["file"])
         try:
             document = decode_json(raw)
