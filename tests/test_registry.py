@@ -231,3 +231,14 @@ def test_a_running_process_sees_a_changed_registry_and_keeps_the_last_good_one(r
     (registry_files.config_dir / "schedule.yaml").write_text("schedules:\n  reaper:\n    enabeld: true\n")
     assert get_registry().loops["reaper"].every == "1m"
     assert [e.rule for e in store.problems()] == ["schema"]
+
+
+def test_a_bad_value_written_in_the_overlay_is_reported_against_the_overlay(registry_files):
+    overlay = registry_files.config_dir / "schedule.yaml"
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    every: 1x\n")
+    assert errors(registry_files) == [
+        f"{overlay}: reaper: unparseable_every: '1x' is not a cadence: write a positive integer and one of s, m, h, d "
+        "(e.g. 90s, 60m, 4h, 7d)"
+    ]
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    payload:\n      stray: 1\n")
+    assert errors(registry_files)[0].startswith(f"{overlay}: reaper: sample_tick_invalid: ")

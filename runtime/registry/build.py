@@ -388,7 +388,9 @@ class _Loader:
         result = {}
         for name, (entry, source, overrides) in sorted(merged.items()):
             path = self.config_dir / "schedule.yaml" if source == "overlay" else self.registry_dir / "schedules.json"
-            ok, cadence = self.check_slots(path, name, entry, event_types)
+            overlay = self.config_dir / "schedule.yaml"
+            # A value the overlay changed is reported against the overlay, where it was written.
+            ok, cadence = self.check_slots(overlay if "every" in overrides else path, name, entry, event_types)
             if entry["catchUp"] not in CATCH_UP_POLICIES:
                 self.error(path, name, "invalid_catch_up", f"catchUp {entry['catchUp']!r} is not none, last or all")
                 ok = False
@@ -419,7 +421,9 @@ class _Loader:
                     )
                     ok = False
                 if ok:
-                    ok = self.check_sample_tick(path, name, entry, cadence, etype, target)
+                    ok = self.check_sample_tick(
+                        overlay if "payload" in overrides else path, name, entry, cadence, etype, target
+                    )
             if ok:
                 result[name] = Loop(
                     name=name,
