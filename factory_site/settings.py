@@ -21,7 +21,7 @@ def _persistent_secret_key() -> str:
     """A key generated on first use and kept in ``var/secret_key`` (ignored by git)."""
     path = VAR_DIR / "secret_key"
     if not path.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         path.write_text(secrets.token_urlsafe(50))
         path.chmod(0o600)
     return path.read_text().strip()
@@ -78,6 +78,10 @@ DATABASES = {
     "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'factory.sqlite3'}"),
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A relative file (sqlite:///var/demo/factory.sqlite3) is relative to the project,
+    # not to whatever directory a process runs in (commands run in their run dir).
+    if DATABASES["default"]["NAME"] != ":memory:" and not Path(DATABASES["default"]["NAME"]).is_absolute():
+        DATABASES["default"]["NAME"] = str(BASE_DIR / DATABASES["default"]["NAME"])
     # The slot loop, the HTTP workers and the run workers write at once: WAL lets
     # readers go on during a write, IMMEDIATE takes the write lock at BEGIN (no
     # deadlocking lock upgrades), and the busy time-out makes writers queue.

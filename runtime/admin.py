@@ -114,6 +114,9 @@ class ProposalAdmin(ReadOnlyAdmin):
             except ApprovalRefused as exc:
                 refused.append(f"proposal {proposal.pk}: {exc.reason} ({exc.detail})")
         verb = "approved" if decision == "approve" else "rejected"
+        skipped = queryset.count() - len(pending)
+        if skipped:
+            self.message_user(request, f"{skipped} selected proposal(s) were not pending and were left alone.", messages.WARNING)
         if done:
             self.message_user(request, f"{done} proposal(s) {verb}.", messages.SUCCESS)
         for line in refused:

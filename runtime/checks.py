@@ -2,7 +2,8 @@
 
 ``runtime.E001``: the registry does not validate (one error per problem, naming the
 file, the entry and the rule). ``runtime.E002``: time is not UTC-aware.
-``runtime.E003``: a ``FACTORY_*`` knob is out of range. ``runtime.W001``: the factory
+``runtime.E003``: a ``FACTORY_*`` knob is out of range. ``runtime.E004``: an intake
+secret is blank but not empty, or the two intake secrets are the same. ``runtime.W001``: the factory
 root does not exist (command definitions would fail at run time).
 """
 
@@ -53,5 +54,26 @@ def check_knobs(app_configs=None, **kwargs):
         problems.append(Warning(
             f"FACTORY_ROOT {settings.FACTORY_ROOT} is not a directory; command definitions using {{factoryRoot}} will fail",
             id="runtime.W001",
+        ))
+    return problems
+
+
+INTAKE_SECRETS = ("FACTORY_EVENTS_SECRET", "FACTORY_GITHUB_WEBHOOK_SECRET")
+
+
+@register()
+def check_intake_secrets(app_configs=None, **kwargs):
+    """Spec §13: GitHub signs the raw body with no timestamp, so one secret across both
+    schemes would let a capture from the weaker one replay against the stronger."""
+    problems = []
+    for name in INTAKE_SECRETS:
+        value = getattr(settings, name)
+        if value and not value.strip():
+            problems.append(Error(f"{name} is only whitespace; leave it empty to disable its route", id="runtime.E004"))
+    events, github = (getattr(settings, name) for name in INTAKE_SECRETS)
+    if events and events == github:
+        problems.append(Error(
+            "FACTORY_EVENTS_SECRET and FACTORY_GITHUB_WEBHOOK_SECRET are the same; use two different secrets (spec §13)",
+            id="runtime.E004",
         ))
     return problems

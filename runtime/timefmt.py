@@ -1,6 +1,10 @@
 """UTC instants as text: the slot format of eventIds and RFC 3339 parsing (DESIGN §3, §5)."""
 
+import re
 from datetime import UTC, datetime
+
+RFC3339_LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?$")
+RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
 
 
 class InstantError(ValueError):
@@ -17,10 +21,14 @@ def format_instant(instant: datetime) -> str:
 def parse_instant(text: str) -> datetime:
     """Parse an RFC 3339 instant that carries an offset (``Z`` or ``±HH:MM``) into UTC.
 
-    Raises InstantError for anything without an offset or not a date-time.
+    Raises InstantError for anything without an offset or not a date-time in the
+    RFC 3339 §5.6 grammar (``20261130T090000Z`` and ``2026-11-30T09:00Z`` are ISO 8601
+    but not RFC 3339).
     """
-    if not isinstance(text, str) or "T" not in text.upper():
-        raise InstantError(f"{text!r} is not an RFC 3339 date-time")
+    if not isinstance(text, str) or not RFC3339.match(text):
+        if isinstance(text, str) and RFC3339_LOCAL.match(text):
+            raise InstantError(f"{text!r} has no UTC offset; write Z or ±HH:MM")
+        raise InstantError(f"{text!r} is not an RFC 3339 date-time (YYYY-MM-DDTHH:MM:SS[.frac]Z or ±HH:MM)")
     try:
         value = datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError as exc:

@@ -81,3 +81,13 @@ def test_machine_tables_are_read_only(client, approver, proposals):
     assert page.status_code == 200 and b'name="_save"' not in page.content
     assert client.post(reverse("admin:runtime_journalentry_delete", args=[entry.pk]), {"post": "yes"}).status_code == 403
     assert JournalEntry.objects.filter(pk=entry.pk).exists()
+
+
+def test_deciding_a_proposal_that_is_not_pending_says_so(client, approver, proposals):
+    client.force_login(approver)
+    client.post(CHANGELIST, {"action": "approve_selected", "_selected_action": [proposals[1].pk], "confirm": "yes"})
+    again = client.post(
+        CHANGELIST, {"action": "approve_selected", "_selected_action": [proposals[1].pk], "confirm": "yes"}, follow=True
+    )
+    assert "1 selected proposal(s) were not pending and were left alone." in again.content.decode()
+    assert Run.objects.count() == 1

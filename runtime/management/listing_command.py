@@ -1,8 +1,23 @@
 """The shape every read command shares: newest first, ``--limit``, ``--json`` (DESIGN §10)."""
 
+import argparse
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
+
+
+MAX_LIMIT = 100_000
+
+
+def limit_value(text: str) -> int:
+    """``--limit``: an integer from 1 to MAX_LIMIT (argparse reports anything else, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_LIMIT}")
+    return value
 
 
 class ListingCommand(BaseCommand):
@@ -15,7 +30,10 @@ class ListingCommand(BaseCommand):
     requires_system_checks = []
 
     def add_arguments(self, parser):
-        parser.add_argument("--limit", type=int, default=self.default_limit, help=f"at most N rows (default {self.default_limit})")
+        parser.add_argument(
+            "--limit", type=limit_value, default=self.default_limit,
+            help=f"at most N rows, 1 to {MAX_LIMIT} (default {self.default_limit})",
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON array")
 
     def queryset(self, options):
@@ -25,8 +43,6 @@ class ListingCommand(BaseCommand):
         raise NotImplementedError
 
     def handle(self, *args, **options):
-        if options["limit"] < 1:
-            raise CommandError("--limit must be at least 1")
         items = [self.item(row) for row in self.queryset(options)[: options["limit"]]]
         if options["json"]:
             self.stdout.write(json.dumps(items, indent=2, ensure_ascii=False))

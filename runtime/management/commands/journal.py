@@ -22,7 +22,7 @@ class Command(ListingCommand):
 
     def queryset(self, options):
         entries = JournalEntry.objects.select_related("event")
-        if options["correlation"]:
+        if options["correlation"] is not None:
             return entries.filter(event__correlation_id=options["correlation"]).order_by("id")
         return entries.order_by("-id")
 
