@@ -15,7 +15,7 @@ def format_instant(instant: datetime) -> str:
     """``2026-03-29T01:00:00Z``: an aware instant in UTC, whole seconds (the slot format)."""
     if instant.tzinfo is None:
         raise ValueError("naive datetime: every instant in the runtime is timezone-aware")
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return instant.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 def parse_instant(text: str) -> datetime:

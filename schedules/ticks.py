@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from intake.admission import admit_event
+from intake.admission import AdmissionRefused, admit_event
 from runtime.models import Door
 from runtime.registry import Loop, Registry
 from runtime.timefmt import format_instant
@@ -99,9 +99,18 @@ def emit_due_ticks(*, now: datetime, registry: Registry) -> list[TickReport]:
     reports = _emit_keyed(registry, now)
     for loop, due, fresh in plan_ticks(now=now, registry=registry, states=states):
         envelope = tick_envelope(loop, due)
-        with transaction.atomic():
-            admission = admit_event(envelope, door=Door.SCHEDULE, now=now, registry=registry)
-            _advance_state(loop.name, due.slot, envelope["eventId"], now, fresh)
+        try:
+            with transaction.atomic():
+                admission = admit_event(envelope, door=Door.SCHEDULE, now=now, registry=registry)
+                _advance_state(loop.name, due.slot, envelope["eventId"], now, fresh)
+        except AdmissionRefused as exc:
+            # The load-time sample tick makes this all but impossible; if it happens, the
+            # other loops still tick, and the doctor reports this one as stopped.
+            logger.error(
+                "loop %s: tick %s refused: %s", loop.name, envelope["eventId"], exc,
+                extra={"action": "tick_refused", "loop": loop.name},
+            )
+            continue
         reports.append(TickReport(loop.name, envelope["eventId"], due.slot, due.skipped_slots, admission.admitted))
         if admission.admitted:
             log = logger.warning if due.skipped_slots else logger.info

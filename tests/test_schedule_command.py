@@ -111,6 +111,14 @@ def test_tick_refuses_an_instant_without_an_offset(registry_files):
     assert caught.value.returncode == 2
 
 
+@pytest.mark.parametrize("text", ["", "yesterday", "20261130T200000Z"])
+def test_tick_refuses_what_is_not_an_instant_and_fires_nothing(registry_files, text):
+    with pytest.raises(CommandError, match="not an RFC 3339 date-time") as caught:
+        run("tick", "--at", text)
+    assert caught.value.returncode == 2
+    assert Event.objects.count() == 0
+
+
 @pytest.mark.parametrize("count", [1, 500])
 def test_list_json_costs_constant_queries(registry_files, django_assert_num_queries, count):
     many_loops(registry_files, count)

@@ -126,3 +126,30 @@ def test_disabling_stops_ticks_and_re_enabling_does_not_replay_the_disabled_slot
     assert Event.objects.get(event_id="clock:heartbeat:2026-12-01T02:00:00Z").payload["skippedSlots"] == 0
     state = ScheduleState.objects.get(loop="heartbeat")
     assert (state.enabled, state.enabled_since.isoformat()) == (True, "2026-12-01T02:10:00+00:00")
+
+
+def test_a_refused_tick_does_not_stop_the_other_loops(registry_files, monkeypatch):
+    import schedules.ticks
+    from intake.admission import AdmissionRefused
+
+    registry_files.write_config("schedule.yaml", overlay_loop("none", True).replace("enabled: false", "enabled: true"))
+    real = schedules.ticks.admit_event
+
+    def refuse_heartbeat(envelope, **kwargs):
+        if envelope["eventId"].startswith("clock:heartbeat:"):
+            raise AdmissionRefused([{"code": "invalid_payload", "detail": "test"}])
+        return real(envelope, **kwargs)
+
+    monkeypatch.setattr(schedules.ticks, "admit_event", refuse_heartbeat)
+    tick("2026-11-30T21:00:10Z")
+    assert tick_ids("sweep") == ["clock:sweep:2026-11-30T21:00:00Z"]
+    assert tick_ids() == []
+
+
+def test_slots_of_any_year_are_written_with_four_digits():
+    from runtime.timefmt import format_instant
+
+    from .conftest import at
+
+    assert format_instant(at("0001-01-01T00:00:00Z")) == "0001-01-01T00:00:00Z"
+    assert format_instant(at("2026-11-30T21:00:00.999Z")) == "2026-11-30T21:00:00Z"

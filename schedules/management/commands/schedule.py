@@ -211,7 +211,7 @@ class Command(BaseCommand):
     # --- tick ------------------------------------------------------------------------
     def tick(self, options, now) -> None:
         at = now
-        if options["at"]:
+        if options["at"] is not None:
             try:
                 at = parse_instant(options["at"])
             except InstantError as exc:
