@@ -44,7 +44,7 @@ def receive_github_delivery(
     try:
         return admit_event(result.envelope, door=door, now=now, registry=registry)
     except AdmissionRefused as exc:
-        logger.error(
+        logger.warning(
             "github delivery %s (%s) translated to an envelope admission refused: %s", delivery_id, kind, exc,
             extra={"action": "github_delivery_refused", **log},
         )

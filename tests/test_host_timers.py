@@ -129,3 +129,13 @@ def test_with_no_enabled_job_nothing_is_rendered(registry_files, tmp_path):
     lines = render("launchd", tmp_path / "out")
     assert "no enabled job in config/schedule.yaml: nothing rendered" in lines
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_an_unwritable_out_dir_is_a_clear_error(clocks, tmp_path):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(CommandError, match=f"cannot write to {blocker}"):
+        call_command("render_host_timers", "--format", "systemd", "--out", str(blocker))

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from runtime.registry import RegistryInvalid, get_registry
 from schedules.host_timers import FORMATS, HostPaths, render_host_timers
@@ -40,7 +40,10 @@ class Command(BaseCommand):
         fmt = options["format"]
         out_dir = (options["out"] or Path(settings.BASE_DIR) / "deploy" / fmt).absolute()
         paths = HostPaths.for_this_runtime(options["log_dir"])
-        report = render_host_timers(registry.jobs, fmt=fmt, out_dir=out_dir, paths=paths)
+        try:
+            report = render_host_timers(registry.jobs, fmt=fmt, out_dir=out_dir, paths=paths)
+        except OSError as exc:
+            raise CommandError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
         for name in report.written:
             self.stdout.write(f"wrote {out_dir / name}")
         for name in report.unchanged:
