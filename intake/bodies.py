@@ -87,16 +87,26 @@ def _depth(document) -> int:
     return deepest
 
 
+def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A signed body must mean one thing: with a key twice, parsers disagree on which wins."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"the key {duplicate!r} appears twice in one object")
+    return document
+
+
 def decode_json(raw: bytes | str):
     """Parse strict JSON text (UTF-8 bytes or str) into Python values.
 
     Refused with ``BodyRefused(422, "invalid_json")``: bytes that are not UTF-8, text that
-    is not JSON, ``NaN``/``Infinity`` (Python accepts them, JSON and PostgreSQL do not),
+    is not JSON, a key twice in one object, ``NaN``/``Infinity`` (Python accepts them, JSON and PostgreSQL do not),
     integers too long to convert, nesting deeper than ``MAX_JSON_DEPTH``.
     """
     try:
         text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
-        document = json.loads(text, parse_constant=_refuse_constant)
+        document = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicate_keys)
     except UnicodeDecodeError as exc:
         raise BodyRefused(422, "invalid_json", f"the body is not UTF-8: {exc.reason} at byte {exc.start}") from None
     except RecursionError:

@@ -218,6 +218,7 @@ def test_content_type_is_checked_before_the_json():
 @pytest.mark.parametrize("body", [
     b"", b"{", b"not json", b"\xff\xfe\xfd", b'{"a": NaN}', b'{"a": Infinity}',
     b"[" * 2000 + b"]" * 2000, b"[" * 100 + b"]" * 100, b"1" * 5000,
+    b'{"eventId": "a", "eventId": "b"}', b'{"payload": {"repo": "a", "repo": "b"}}',
 ])
 def test_signed_body_that_is_not_json_is_invalid_json(body):
     assert codes_of(post(body)) == (422, ["invalid_json"])

@@ -164,3 +164,43 @@ def test_a_bad_overlay_does_not_lock_the_operator_out_of_the_tables(runtime):
     event.write_text("{}")
     injected = runtime.manage("inject", str(event), check=False)
     assert injected.returncode == 2 and injected.stderr.startswith("refused: registry_invalid: ")
+
+
+def test_a_bad_overlay_on_a_running_service_keeps_the_last_good_registry_in_every_http_worker(runtime):
+    import time
+    import urllib.request
+
+    from intake.signatures import sign
+
+    env = {"FACTORY_API_TOKEN": "token-123", "FACTORY_EVENTS_SECRET": "events-secret-123"}
+    runtime.write_config("schedule.yaml", DAILY_HEARTBEAT)
+    port = free_port()
+    serve = runtime.start("runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", "3", "--run-workers", "0", **env)
+    wait_serving(runtime, port)
+    runtime.write_config("schedule.yaml", "schedules:\n  heartbeat:\n    enabeld: true\n")
+    time.sleep(1.5)
+    statuses = []
+    for attempt in range(9):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/schedules", headers={"Authorization": "Bearer token-123"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            statuses.append((response.status, len(json.loads(response.read()))))
+        body = json.dumps({
+            "schemaVersion": "factory.event/v1", "eventId": f"after-typo-{attempt}", "type": "factory.work.requested",
+            "source": "operator", "subject": "hello", "occurredAt": "2026-11-30T10:00:00Z",
+            "correlationId": f"after-typo-{attempt}", "payload": {"repo": "hello"},
+        }).encode()
+        timestamp = str(int(time.time()))
+        posted = urllib.request.Request(f"http://127.0.0.1:{port}/events", data=body, method="POST", headers={
+            "Content-Type": "application/json", "X-Factory-Timestamp": timestamp,
+            "X-Factory-Signature": sign("events-secret-123", f"{timestamp}.".encode() + body),
+        })
+        with urllib.request.urlopen(posted, timeout=10) as response:
+            statuses.append((response.status, None))
+    code, output = stop(serve)
+    assert code == 0, output
+    assert [status for status, _ in statuses] == [200, 202] * 9
+    assert len({loops for status, loops in statuses if status == 200}) == 1
+    doctor = json.loads(runtime.manage("doctor", check=False, **env).stdout)
+    assert [e["rule"] for e in doctor["registryInvalid"]] == ["schema"]

@@ -112,6 +112,9 @@ class Command(BaseCommand):
                 "--workers", str(options["http_workers"]),
                 # Threads, so that one slow client holds a thread, not a whole worker.
                 "--threads", str(HTTP_THREADS),
+                # Load the app (and the registry) in the master: a worker forked later
+                # inherits a good registry to keep when the files on disk are bad.
+                "--preload",
                 "--graceful-timeout", "10",
                 "--access-logfile", "-",
                 # One control socket per user would clash between two runtimes on one host.
