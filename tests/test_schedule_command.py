@@ -125,3 +125,22 @@ def test_list_json_costs_constant_queries(registry_files, django_assert_num_quer
     with django_assert_num_queries(4):
         items = json.loads(run("list", "--json"))
     assert len(items) == count
+
+
+def test_a_bad_overlay_is_reported_with_its_errors_not_a_system_check(registry_files, capsys):
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabeld: true\n")
+    with pytest.raises(CommandError, match="the registry on disk does not validate .1 error.s.."):
+        run("list")
+    assert "schema: at schedules/reaper: Additional properties are not allowed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [
+    ("--at", "0001-01-01T00:00:00Z"), ("--at", "0001-01-01T00:00:00Z", "--dry-run"), ("--at", "9999-12-31T23:59:59Z", "--dry-run"),
+])
+def test_tick_at_the_ends_of_the_calendar_is_refused(registry_files, args):
+    registry_files.write_config("schedule.yaml", "schedules:\n  nightly:\n    at: \"02:30\"\n    timezone: Europe/Budapest\n"
+                                "    eventType: clock.tick.heartbeat\n    catchUp: none\n    singleton: true\n    enabled: true\n")
+    with pytest.raises(CommandError) as caught:
+        run("tick", *args)
+    assert caught.value.returncode == 2
+    assert Event.objects.count() == 0

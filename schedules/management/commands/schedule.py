@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from runtime.models import Event
-from runtime.registry import store
+from runtime.registry import RegistryInvalid, store
 from runtime.timefmt import InstantError, format_instant, parse_instant
 from schedules.models import ScheduleState
 from schedules.keyed import rebuild
@@ -68,6 +68,9 @@ def _count(text: str) -> int:
 
 class Command(BaseCommand):
     help = "Show the loops: cadence, approval, last slot fired, next slot due, last outcome; or fire one iteration."
+    # Not the registry system check: a registry that does not load is reported with its
+    # errors and a pointer to the running runtime's last good one (GET /schedules).
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -90,7 +93,22 @@ class Command(BaseCommand):
         again.add_argument("--json", **as_json)
 
     def handle(self, *args, **options):
-        now = timezone.now()
+        try:
+            return self.act(options, timezone.now())
+        except RegistryInvalid as exc:
+            for error in exc.errors:
+                self.stderr.write(str(error))
+            raise CommandError(
+                f"the registry on disk does not validate ({len(exc.errors)} error(s)): fix it (`registry check`); "
+                "a running runtime keeps its last good registry, and GET /schedules shows it"
+            ) from None
+        except OverflowError:
+            raise CommandError(
+                "that instant is too close to the ends of the calendar to compute slots around it",
+                returncode=EXIT_REFUSED,
+            ) from None
+
+    def act(self, options, now) -> None:
         action = options["action"] or "list"
         if action == "tick":
             return self.tick(options, now)
