@@ -242,3 +242,20 @@ def test_a_bad_value_written_in_the_overlay_is_reported_against_the_overlay(regi
     ]
     registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    payload:\n      stray: 1\n")
     assert errors(registry_files)[0].startswith(f"{overlay}: reaper: sample_tick_invalid: ")
+
+
+def test_a_key_twice_in_the_overlay_is_an_error_not_a_silent_override(registry_files):
+    overlay = registry_files.config_dir / "schedule.yaml"
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabled: true\nschedules:\n  heartbeat:\n    enabled: false\n")
+    (error,) = errors(registry_files)
+    assert error.startswith(f"{overlay}: <file>: invalid_yaml: while constructing a mapping")
+    assert "found the key 'schedules' twice" in error
+
+
+def test_an_unquoted_wall_time_is_the_time_it_looks_like(registry_files):
+    registry_files.write_config(
+        "schedule.yaml",
+        "schedules:\n  nightly:\n    at: 12:00\n    timezone: Europe/Budapest\n    eventType: clock.tick.heartbeat\n"
+        "    catchUp: none\n    singleton: true\n    enabled: true\n",
+    )
+    assert load(registry_files).loops["nightly"].at == "12:00"

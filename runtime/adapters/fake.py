@@ -29,6 +29,7 @@ from django.conf import settings
 from jsonschema import Draft202012Validator
 
 from runtime.models import Run
+from runtime.registry.files import load_yaml
 
 from .command import POLL_SECONDS, CommandOutcome
 from .result import CONTRACT
@@ -59,7 +60,7 @@ def load_script(known_definitions) -> dict[str, list[dict]]:
     """
     path = script_path()
     try:
-        document = yaml.safe_load(path.read_text())
+        document = load_yaml(path.read_text())
     except OSError as exc:
         raise FakeScriptError("fake_outcomes_invalid", f"{path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
