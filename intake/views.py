@@ -13,6 +13,7 @@ Statuses: 202 admitted, 200 duplicate or ignored, 401 ``{error, detail}`` not au
 
 from django.conf import settings
 from django.utils import timezone
+from rest_framework.exceptions import APIException
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -79,6 +80,9 @@ class IntakeView(APIView):
         if isinstance(exc, RegistryInvalid):
             # Only a process that never had a good registry gets here; nothing was written.
             return _error(503, "registry_invalid", f"the registry does not validate: {exc}")
+        if isinstance(exc, APIException):
+            # DRF's own refusals (405 for a GET, say) in the doors' {error, detail} shape.
+            return _error(exc.status_code, exc.default_code, str(exc.detail))
         return super().handle_exception(exc)
 
 

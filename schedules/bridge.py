@@ -35,6 +35,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from django.conf import settings
 
@@ -132,6 +133,9 @@ def run_command(kind: str, job: Job, argv: tuple[str, ...], timeout_seconds: int
     ``(exit status, combined output)``. Each output line is logged. A command that cannot
     start or outlives ``timeout_seconds`` (its whole group is killed) raises BridgeError."""
     filled = fill_command(argv)
+    if not Path(settings.FACTORY_ROOT).is_dir():
+        # The commands run in the factory root; Popen would blame the executable instead.
+        raise BridgeError(EXIT_FAILED, f"{kind} command of {job.name} cannot start: FACTORY_ROOT {settings.FACTORY_ROOT} is not a directory")
     try:
         process = subprocess.Popen(
             filled, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

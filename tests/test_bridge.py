@@ -171,3 +171,13 @@ def test_fires_within_one_slot_build_byte_identical_envelopes(registry_files):
 ])
 def test_a_calendar_job_slot_is_its_latest_wall_time_in_its_zone(at_text, days, now, slot):
     assert calendar_slot(at_text, "Europe/Budapest", days, at(now)) == at(slot)
+
+
+def test_a_missing_factory_root_is_named_as_the_reason(settings, tmp_path):
+    from types import SimpleNamespace
+
+    from schedules.bridge import BridgeError, run_command
+
+    settings.FACTORY_ROOT = tmp_path / "nowhere"
+    with pytest.raises(BridgeError, match=f"FACTORY_ROOT {tmp_path / 'nowhere'} is not a directory"):
+        run_command("gate", SimpleNamespace(name="triage-job"), ("{python}", "-c", "pass"), 10)

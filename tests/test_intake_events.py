@@ -260,3 +260,11 @@ def test_text_the_database_cannot_store_is_refused_not_a_crash(registry_files, w
     status, codes = codes_of(post(body))
     assert (status, codes) == (422, ["invalid_envelope" if where == "subject" else "invalid_payload"])
     assert Event.objects.count() == 0
+
+
+@pytest.mark.parametrize("method", ["get", "put", "delete"])
+def test_other_methods_are_refused_in_the_doors_shape(client, method):
+    for route in ("/events", "/github"):
+        response = getattr(client, method)(route)
+        assert (response.status_code, response.json()["error"]) == (405, "method_not_allowed")
+        assert "not allowed" in response.json()["detail"]
