@@ -42,6 +42,7 @@ from runtime.timefmt import InstantError, format_instant, parse_instant
 
 from .calendar import time_of_day
 from .models import KeyedEventApplied, KeyedRule, KeyedSchedule, ScheduleState
+from .envelope import tick_envelope
 from .slots import DueSlot, Interval, SlotRule, due_slots
 
 logger = logging.getLogger(__name__)
@@ -259,30 +260,6 @@ def row_due_slots(row: Row, *, catch_up: str, fresh: bool, now: datetime, catchu
     return due_slots(rule=rule, catch_up=catch_up, last_fired=last, fresh=fresh, now=now, catchup_limit=catchup_limit)
 
 
-def keyed_tick_envelope(loop: Loop, row: Row, due: DueSlot) -> dict:
-    """The envelope of a keyed tick: ``clock:<loop>:<key>:<slot>``, ``key`` in the payload,
-    the key as its subject, ``cadenceSeconds`` the row's interval (null for ``at`` and ``once``)."""
-    slot = format_instant(due.slot)
-    event_id = f"clock:{loop.name}:{row.key}:{slot}"
-    return {
-        "schemaVersion": "factory.event/v1",
-        "eventId": event_id,
-        "type": loop.event_type,
-        "source": "schedule",
-        "subject": row.key,
-        "occurredAt": slot,
-        "correlationId": event_id,
-        "payload": {
-            **loop.payload,
-            "loop": loop.name,
-            "key": row.key,
-            "slot": slot,
-            "cadenceSeconds": row.every_seconds,
-            "skippedSlots": due.skipped_slots,
-        },
-    }
-
-
 # --- the slot-loop steps ---------------------------------------------------------------------
 def apply_keyed_events(loop: Loop, state: ScheduleState, *, now: datetime, limit: int = EVENT_BATCH) -> int:
     """Apply the loop's unapplied setting and clearing events in admission order; returns how many.
@@ -401,7 +378,7 @@ def _fire_row(loop: Loop, state: ScheduleState, row: Row, pk: int, now: datetime
         row, catch_up=loop.catch_up, fresh=is_fresh_row(row, state), now=now, catchup_limit=settings.FACTORY_CATCHUP_LIMIT,
     )
     for due in slots:
-        envelope = keyed_tick_envelope(loop, row, due)
+        envelope = tick_envelope(loop, due, key=row.key, cadence_seconds=row.every_seconds)
         admission = admit_event(envelope, door=Door.SCHEDULE, now=now, registry=registry)
         current = KeyedSchedule.objects.filter(pk=pk, next_due=row.next_due, set_by=row.set_by)
         after = apply_tick(row, due.slot, envelope["eventId"], now)

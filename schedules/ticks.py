@@ -17,11 +17,11 @@ from django.db.models import Q
 from intake.admission import AdmissionRefused, admit_event
 from runtime.models import Door
 from runtime.registry import Loop, Registry
-from runtime.timefmt import format_instant
 
 from .calendar import loop_rule
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
+from .envelope import tick_envelope
 from .slots import DueSlot, due_slots
 
 logger = logging.getLogger(__name__)
@@ -36,28 +36,6 @@ class TickReport:
     slot: datetime
     skipped_slots: int
     admitted: bool
-
-
-def tick_envelope(loop: Loop, due: DueSlot) -> dict:
-    """The ``factory.event/v1`` envelope of a tick (DESIGN §5)."""
-    slot = format_instant(due.slot)
-    event_id = f"clock:{loop.name}:{slot}"
-    return {
-        "schemaVersion": "factory.event/v1",
-        "eventId": event_id,
-        "type": loop.event_type,
-        "source": "schedule",
-        "subject": loop.subject,
-        "occurredAt": slot,
-        "correlationId": event_id,
-        "payload": {
-            **loop.payload,
-            "loop": loop.name,
-            "slot": slot,
-            "cadenceSeconds": loop.cadence_seconds,
-            "skippedSlots": due.skipped_slots,
-        },
-    }
 
 
 def is_fresh(state: ScheduleState | None) -> bool:

@@ -29,7 +29,8 @@ from schedules.models import ScheduleState
 from schedules.keyed import rebuild
 from schedules.schedule_view import LoopView, due_keys, next_slots, recent_ticks, schedule_view
 from schedules.slot_loop import iterate
-from schedules.ticks import plan_ticks, tick_envelope
+from schedules.envelope import tick_envelope
+from schedules.ticks import plan_ticks
 
 EXIT_REFUSED = 2
 DEFAULT_NEXT = 5
