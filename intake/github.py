@@ -108,7 +108,7 @@ def _occurred_at(document, path: tuple[str, ...], now: datetime) -> str:
     """The resource's ``updated_at`` as the event's occurredAt, so redeliveries are identical; else ``now``."""
     try:
         return format_instant(parse_instant(_field(document, *path, kind=str)))
-    except (_BadShape, InstantError, OverflowError):
+    except (_BadShape, InstantError):
         return format_instant(now)
 
 

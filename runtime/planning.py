@@ -68,6 +68,15 @@ def singleton_key(loop: str, key: str | None) -> str:
     return f"{loop} {key}" if key else loop
 
 
+def plan_time_values() -> dict[str, str]:
+    """What ``{factoryRoot}``, ``{python}`` and ``{manage}`` stand for in this runtime."""
+    return {
+        "factoryRoot": str(settings.FACTORY_ROOT),
+        "python": sys.executable,
+        "manage": str(settings.BASE_DIR / "manage.py"),
+    }
+
+
 def render_argv(definition: Definition, payload: dict) -> list[str] | None:
     """Fill a command template's plan-time placeholders (DESIGN §8).
 
@@ -77,11 +86,7 @@ def render_argv(definition: Definition, payload: dict) -> list[str] | None:
     """
     if definition.command is None:
         return None
-    values = {
-        "factoryRoot": str(settings.FACTORY_ROOT),
-        "python": sys.executable,
-        "manage": str(settings.BASE_DIR / "manage.py"),
-    }
+    values = plan_time_values()
 
     def fill(match: re.Match) -> str:
         name = match.group(1)

@@ -30,7 +30,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -40,7 +39,8 @@ from pathlib import Path
 from django.conf import settings
 
 from intake.signatures import sign
-from runtime.adapters.command import PASSED_ENVIRONMENT
+from runtime.adapters.command import command_environment
+from runtime.planning import plan_time_values
 from runtime.registry import Job
 from runtime.registry.model import PLACEHOLDER
 from runtime.timefmt import format_instant
@@ -112,20 +112,8 @@ def job_slot(job: Job, now: datetime) -> datetime:
 # --- gate and dry commands -------------------------------------------------------------------
 def fill_command(argv: tuple[str, ...]) -> list[str]:
     """Fill ``{factoryRoot}``, ``{python}`` and ``{manage}`` (the loader allows no others)."""
-    values = {
-        "factoryRoot": str(settings.FACTORY_ROOT),
-        "python": sys.executable,
-        "manage": str(settings.BASE_DIR / "manage.py"),
-    }
+    values = plan_time_values()
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], arg) for arg in argv]
-
-
-def command_environment() -> dict[str, str]:
-    """The runtime's command environment (no intake secret, no API token), in UTC."""
-    env = {name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.update(TZ="UTC", FACTORY_ROOT=str(settings.FACTORY_ROOT), PYTHONUNBUFFERED="1")
-    return env
 
 
 def run_command(kind: str, job: Job, argv: tuple[str, ...], timeout_seconds: int) -> tuple[int, str]:

@@ -42,17 +42,18 @@ class CommandOutcome:
     aborted: bool = False
 
 
-def minimal_environment(run_id: int, run_dir: Path) -> dict[str, str]:
+def command_environment() -> dict[str, str]:
+    """The environment every command the runtime starts gets: ``PASSED_ENVIRONMENT``
+    (never a secret), ``TZ=UTC``, ``FACTORY_ROOT``. Runs and the bridge's gates share it."""
     env = {name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.update(
-        TZ="UTC",
-        FACTORY_ROOT=str(settings.FACTORY_ROOT),
-        FACTORY_RUN_ID=str(run_id),
-        FACTORY_RUN_DIR=str(run_dir),
-        PYTHONUNBUFFERED="1",
-    )
+    env.update(TZ="UTC", FACTORY_ROOT=str(settings.FACTORY_ROOT), PYTHONUNBUFFERED="1")
     return env
+
+
+def minimal_environment(run_id: int, run_dir: Path) -> dict[str, str]:
+    """``command_environment`` plus the run's ``FACTORY_RUN_ID`` and ``FACTORY_RUN_DIR``."""
+    return {**command_environment(), "FACTORY_RUN_ID": str(run_id), "FACTORY_RUN_DIR": str(run_dir)}
 
 
 def _copy_capped(stream, path: Path, cap: int, tail: deque | None) -> None:

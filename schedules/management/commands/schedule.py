@@ -27,7 +27,7 @@ from runtime.registry import RegistryInvalid, store
 from runtime.timefmt import InstantError, format_instant, parse_instant
 from schedules.models import ScheduleState
 from schedules.keyed import rebuild
-from schedules.schedule_view import LoopView, due_keys, next_slots, recent_ticks, schedule_view
+from schedules.schedule_view import due_keys, next_slots, recent_ticks, schedule_view
 from schedules.slot_loop import iterate
 from schedules.envelope import tick_envelope
 from schedules.ticks import plan_ticks
