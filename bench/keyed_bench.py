@@ -5,7 +5,7 @@ example ``customer-digest``) and a throw-away SQLite database (or the empty data
 ``--database-url`` names, which it migrates and fills). ``small`` holds ``--small``
 rows and ``large`` ``--large`` rows; in each, ``--due`` rows fall due at the measured
 instant and the rest later. One loop at a time is enabled, and one iteration
-(``schedules.slot_loop.iterate``: registry check, keyed events, due rows, ticks,
+(``ops.slot_loop.iterate``: registry check, keyed events, due rows, ticks,
 planning) is timed at an instant just after the due slot, ``--repeat`` times, each with
 a fresh set of due rows (``once`` rows, deleted when they fire). The work should follow
 the due rows, not all rows: the two medians should be within 20% of each other.
@@ -69,7 +69,7 @@ def fill(loop: str, rows: int, due: int, repeat: int) -> None:
 def measure(config_dir: Path, loop: str, due: int, repeat: int) -> list[float]:
     from runtime.models import Event
     from runtime.registry import store
-    from schedules.slot_loop import iterate
+    from ops.slot_loop import iterate
 
     enable(config_dir, loop)
     store.reset()

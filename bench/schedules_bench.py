@@ -48,7 +48,7 @@ def fill_database(loops: int, history: int) -> None:
     """Per loop: ``history`` hourly ticks, each planned PROPOSED with a pending proposal, and its state."""
     from runtime.models import Door, Event, PlanningOutcome, Proposal, ProposalStatus
     from runtime.registry import get_registry
-    from runtime.timefmt import format_instant
+    from lib.instants import format_instant
     from schedules.models import ScheduleState
 
     digest = get_registry().digest

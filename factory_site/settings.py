@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "runtime",
     "intake",
     "schedules",
+    "ops",
 ]
 
 MIDDLEWARE = [

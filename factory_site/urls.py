@@ -10,5 +10,5 @@ admin.site.index_title = "Inbox"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("intake.urls")),
-    path("", include("schedules.urls")),
+    path("", include("ops.urls")),
 ]

@@ -5,35 +5,32 @@ The intake doors read the body themselves from the request stream, never through
 Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` check on ``request.body`` would answer 400 for a
 large delivery instead of our 413 (or refuse a 20 MB GitHub delivery we must take).
 
-Every refusal raises ``BodyRefused(status, code, detail)``; 413 and 415 are answered
+Every refusal raises a ``Refused`` with its HTTP status: ``BodyRefused`` (413, 415, 422
+``malformed_payload``) or ``lib.json_text.InvalidJson`` (422); 413 and 415 are answered
 ``{error, detail}``, 422 ``{errors: [{code, detail}]}``.
 """
 
-import json
 from urllib.parse import parse_qs
 
 from django.http import HttpRequest
+
+from lib.json_text import decode_json
+from lib.refusals import Refused
 
 #: 1 MiB: the cap of every JSON route but /github (DESIGN §10).
 EVENTS_MAX_BODY_BYTES = 1024 * 1024
 #: 25 MiB: GitHub caps a webhook delivery at 25 MB, and /github must take every delivery GitHub can send.
 GITHUB_MAX_BODY_BYTES = 25 * 1024 * 1024
-#: How deep decoded JSON may nest. Real envelopes and deliveries stay under ten levels;
-#: the cap keeps validation and storage, which recurse, far from Python's recursion limit.
-MAX_JSON_DEPTH = 64
 
 JSON_CONTENT_TYPE = "application/json"
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 
 
-class BodyRefused(Exception):
+class BodyRefused(Refused):
     """The body cannot be taken: ``status`` 413, 415 or 422 with a machine-readable ``code``."""
 
     def __init__(self, status: int, code: str, detail: str):
-        self.status = status
-        self.code = code
-        self.detail = detail
-        super().__init__(f"{status} {code}: {detail}")
+        super().__init__(code, detail, status=status)
 
 
 def read_body(request: HttpRequest, limit: int) -> bytes:
@@ -69,54 +66,6 @@ def require_media_type(request: HttpRequest, accepted: tuple[str, ...]) -> str:
             f"Content-Type {found or '(none)'!r} is not accepted; send {' or '.join(accepted)}",
         )
     return found
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
-
-
-def _depth(document) -> int:
-    """How deep ``document`` nests (a scalar is 0), without recursion."""
-    deepest, stack = 0, [(document, 0)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict | list):
-            level += 1
-            deepest = max(deepest, level)
-            stack.extend((child, level) for child in (node.values() if isinstance(node, dict) else node))
-    return deepest
-
-
-def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
-    """A signed body must mean one thing: with a key twice, parsers disagree on which wins."""
-    document = dict(pairs)
-    if len(document) != len(pairs):
-        seen = set()
-        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise ValueError(f"the key {duplicate!r} appears twice in one object")
-    return document
-
-
-def decode_json(raw: bytes | str):
-    """Parse strict JSON text (UTF-8 bytes or str) into Python values.
-
-    Refused with ``BodyRefused(422, "invalid_json")``: bytes that are not UTF-8, text that
-    is not JSON, a key twice in one object, ``NaN``/``Infinity`` (Python accepts them, JSON and PostgreSQL do not),
-    integers too long to convert, nesting deeper than ``MAX_JSON_DEPTH``.
-    """
-    try:
-        text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
-        document = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicate_keys)
-    except UnicodeDecodeError as exc:
-        raise BodyRefused(422, "invalid_json", f"the body is not UTF-8: {exc.reason} at byte {exc.start}") from None
-    except RecursionError:
-        raise BodyRefused(422, "invalid_json", f"the JSON nests deeper than {MAX_JSON_DEPTH} levels") from None
-    except ValueError as exc:
-        # JSONDecodeError, a NaN/Infinity constant, or an integer over Python's digit limit.
-        raise BodyRefused(422, "invalid_json", f"the body is not JSON: {exc}") from None
-    if _depth(document) > MAX_JSON_DEPTH:
-        raise BodyRefused(422, "invalid_json", f"the JSON nests deeper than {MAX_JSON_DEPTH} levels")
-    return document
 
 
 def decode_form_payload(raw: bytes):

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from runtime.registry import Repo
-from runtime.timefmt import InstantError, format_instant, parse_instant
+from lib.envelope import make_envelope
+from lib.instants import InstantError, parse_instant
 
 #: Pull-request actions that ask for a merge review (spec §13); every other one —
 #: closed, reopened, edited, labeled, … — is ``unhandled_action``.
@@ -104,12 +105,12 @@ def _field(document, *path: str, kind: type | tuple[type, ...]):
     return node
 
 
-def _occurred_at(document, path: tuple[str, ...], now: datetime) -> str:
+def _occurred_at(document, path: tuple[str, ...], now: datetime) -> datetime:
     """The resource's ``updated_at`` as the event's occurredAt, so redeliveries are identical; else ``now``."""
     try:
-        return format_instant(parse_instant(_field(document, *path, kind=str)))
+        return parse_instant(_field(document, *path, kind=str))
     except (_BadShape, InstantError):
-        return format_instant(now)
+        return now
 
 
 def _configured(payload, repos: tuple[Repo, ...]) -> Repo | None:
@@ -118,17 +119,10 @@ def _configured(payload, repos: tuple[Repo, ...]) -> Repo | None:
     return next((repo for repo in repos if repo.github.lower() == full_name), None)
 
 
-def _envelope(event_id: str, event_type: str, subject: str, occurred_at: str, payload: dict) -> dict:
-    return {
-        "schemaVersion": "factory.event/v1",
-        "eventId": event_id,
-        "type": event_type,
-        "source": SOURCE,
-        "subject": subject,
-        "occurredAt": occurred_at,
-        "correlationId": event_id,
-        "payload": payload,
-    }
+def _envelope(event_id: str, event_type: str, subject: str, occurred_at: datetime, payload: dict) -> dict:
+    return make_envelope(
+        event_id=event_id, type=event_type, source=SOURCE, subject=subject, occurred_at=occurred_at, payload=payload
+    )
 
 
 def _pull_request(delivery_id: str, payload: dict, repos: tuple[Repo, ...], now: datetime) -> Translation:

@@ -11,40 +11,29 @@ body, whose escapes and key order would differ.
   delivery-id deduplication instead (spec §13).
 
 Each check returns nothing or raises ``SignatureRefused(code, detail)``, which the views
-answer with 401 ``{error: code, detail}``.
+answer with 401 ``{error: code, detail}``. The HMAC itself is ``lib.signing``.
 """
 
-import hashlib
-import hmac
 import re
 from datetime import datetime
 
+from lib.refusals import Refused
+from lib.signing import signature_matches
+
 #: ±300 s: the window a signed ``/events`` timestamp must fall in (DESIGN §10).
 TIMESTAMP_TOLERANCE_SECONDS = 300
-SIGNATURE_PREFIX = "sha256="
 #: Unix seconds as GitHub-style tools and ``date +%s`` write them: digits only, no sign.
 TIMESTAMP_PATTERN = re.compile(r"^[0-9]{1,12}$")
 
 
-class SignatureRefused(Exception):
-    """The request is not authentic; ``code`` is the 401 reason, ``detail`` says why in words."""
+class SignatureRefused(Refused):
+    """The request is not authentic (401); ``code`` is the reason, ``detail`` says why in words."""
 
-    def __init__(self, code: str, detail: str):
-        self.code = code
-        self.detail = detail
-        super().__init__(f"{code}: {detail}")
-
-
-def sign(secret: str, message: bytes) -> str:
-    """``sha256=<hex>``: HMAC-SHA256 of ``message`` under ``secret`` (UTF-8), as both doors write it."""
-    return SIGNATURE_PREFIX + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+    status = 401
 
 
 def _check(secret: str, message: bytes, provided: str) -> None:
-    """Compare ``provided`` with the signature of ``message`` in constant time, as bytes."""
-    expected = sign(secret, message).encode("ascii")
-    # A header is text; anything outside ASCII cannot match, and must not raise either.
-    if not hmac.compare_digest(expected, provided.strip().encode("utf-8", errors="replace")):
+    if not signature_matches(secret, message, provided):
         raise SignatureRefused("bad_signature", "the signature does not match the body under the configured secret")
 
 

@@ -19,23 +19,23 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from intake.admission import Admission, AdmissionRefused, admit_event
 from intake.bodies import (
     EVENTS_MAX_BODY_BYTES,
     FORM_CONTENT_TYPE,
     GITHUB_MAX_BODY_BYTES,
     JSON_CONTENT_TYPE,
-    BodyRefused,
     decode_form_payload,
-    decode_json,
     read_body,
     require_media_type,
 )
 from intake.github import Ignored
 from intake.services import receive_github_delivery
-from intake.signatures import SignatureRefused, verify_factory_signature, verify_github_signature
+from intake.signatures import verify_factory_signature, verify_github_signature
+from lib.json_text import decode_json
+from lib.refusals import Refused
 from runtime.models import Door
 from runtime.registry import RegistryInvalid
+from runtime.services.admission import Admission, admit_event
 
 
 class AlwaysJSON(BaseContentNegotiation):
@@ -56,9 +56,10 @@ def _errors(errors: list[dict]) -> Response:
     return Response({"errors": errors}, status=422)
 
 
-def _refused(exc: BodyRefused) -> Response:
+def _refused(exc: Refused) -> Response:
+    """A refusal in the doors' shapes: 422 ``{errors: [{code, detail}]}``, else ``{error, detail}``."""
     if exc.status == 422:
-        return _errors([{"code": exc.code, "detail": exc.detail}])
+        return _errors(exc.as_errors())
     return _error(exc.status, exc.code, exc.detail)
 
 
@@ -103,14 +104,12 @@ class EventsView(IntakeView):
             )
             require_media_type(http, (JSON_CONTENT_TYPE,))
             envelope = decode_json(body)
-        except SignatureRefused as exc:
-            return _error(401, exc.code, exc.detail)
-        except BodyRefused as exc:
+        except Refused as exc:
             return _refused(exc)
         try:
             admission = admit_event(envelope, door=Door.EVENTS, now=now)
-        except AdmissionRefused as exc:
-            return _errors(exc.errors)
+        except Refused as exc:
+            return _refused(exc)
         return _admitted(admission)
 
 
@@ -130,9 +129,7 @@ class GitHubView(IntakeView):
             )
             content_type = require_media_type(http, (JSON_CONTENT_TYPE, FORM_CONTENT_TYPE))
             payload = decode_form_payload(body) if content_type == FORM_CONTENT_TYPE else decode_json(body)
-        except SignatureRefused as exc:
-            return _error(401, exc.code, exc.detail)
-        except BodyRefused as exc:
+        except Refused as exc:
             return _refused(exc)
         result = receive_github_delivery(
             http.headers.get("X-GitHub-Event"), http.headers.get("X-GitHub-Delivery"), payload,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from django.core.checks import Error, Warning, register
 
-from .registry import RegistryInvalid, store
+from runtime.registry import RegistryInvalid, store
 
 REGISTRY_TAG = "factory_registry"
 

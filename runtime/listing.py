@@ -1,7 +1,7 @@
 """The JSON items of the read commands (DESIGN §10): camelCase, as the envelope; ids are integers."""
 
 from .models import Event, JournalEntry, Proposal, Run
-from .timefmt import format_instant
+from lib.instants import format_instant
 
 
 def _instant(value):

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from .timefmt import format_instant
+from lib.envelope import make_envelope
 
 
 class Door(models.TextChoices):
@@ -100,19 +100,16 @@ class Event(models.Model):
 
     def envelope(self) -> dict:
         """The envelope as admitted (DESIGN §3)."""
-        data = {
-            "schemaVersion": "factory.event/v1",
-            "eventId": self.event_id,
-            "type": self.type,
-            "source": self.source,
-            "subject": self.subject,
-            "occurredAt": format_instant(self.occurred_at),
-            "correlationId": self.correlation_id,
-            "payload": self.payload,
-        }
-        if self.causation_id:
-            data["causationId"] = self.causation_id
-        return data
+        return make_envelope(
+            event_id=self.event_id,
+            type=self.type,
+            source=self.source,
+            subject=self.subject,
+            occurred_at=self.occurred_at,
+            correlation_id=self.correlation_id,
+            causation_id=self.causation_id,
+            payload=self.payload,
+        )
 
 
 class Proposal(models.Model):
@@ -299,8 +296,8 @@ class OutboxEntry(models.Model):
         ordering = ["id"]
         verbose_name_plural = "outbox entries"
         indexes = [
-            # The slot loop's publication step (schedules.slot_loop.publish_outbox, through
-            # runtime.chains.next_pending_entry) reads only the pending rows, oldest first.
+            # The slot loop's publication step (runtime.services.outbox.publish_outbox, through
+            # next_pending_entry) reads only the pending rows, oldest first.
             models.Index(fields=["id"], condition=Q(status="pending"), name="outbox_pending_idx"),
         ]
         constraints = [

@@ -24,11 +24,8 @@ Failures raise ``BridgeError`` with a one-line ``reason`` and the command's exit
 any other answer). Everything here takes ``now`` (aware UTC) from the caller.
 """
 
-import contextlib
 import json
 import logging
-import os
-import signal
 import subprocess
 import urllib.error
 import urllib.request
@@ -38,15 +35,17 @@ from pathlib import Path
 
 from django.conf import settings
 
-from intake.signatures import sign
+from lib.envelope import make_envelope
+from lib.processes import kill_process_group
+from lib.signing import sign
 from runtime.adapters.command import command_environment
-from runtime.planning import plan_time_values
+from runtime.services.planning import plan_time_values
 from runtime.registry import Job
 from runtime.registry.model import PLACEHOLDER
-from runtime.timefmt import format_instant
+from lib.instants import format_instant
 
-from .calendar import calendar_slot
-from .slots import slot_floor
+from lib.calendar import calendar_slot
+from lib.slots import slot_floor
 
 logger = logging.getLogger(__name__)
 
@@ -134,8 +133,7 @@ def run_command(kind: str, job: Job, argv: tuple[str, ...], timeout_seconds: int
     try:
         output, _ = process.communicate(timeout=timeout_seconds)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        kill_process_group(process, grace_seconds=0)
         process.communicate()
         raise BridgeError(EXIT_FAILED, f"{kind} command of {job.name} timed out after {timeout_seconds} s") from None
     text = output.decode("utf-8", errors="replace")
@@ -154,17 +152,14 @@ def bridge_envelope(job: Job, slot: datetime) -> dict:
     """The ``factory.event/v1`` envelope of one job and slot; identical for every fire of
     the slot (``occurredAt`` is the slot, as for ticks), so a second POST is a duplicate."""
     slot_text = format_instant(slot)
-    event_id = f"{EVENT_ID_PREFIX}{job.name}:{slot_text}"
-    return {
-        "schemaVersion": "factory.event/v1",
-        "eventId": event_id,
-        "type": job.event_type,
-        "source": SOURCE,
-        "subject": job.subject,
-        "occurredAt": slot_text,
-        "correlationId": event_id,
-        "payload": {**job.payload, "loop": job.name, "slot": slot_text},
-    }
+    return make_envelope(
+        event_id=f"{EVENT_ID_PREFIX}{job.name}:{slot_text}",
+        type=job.event_type,
+        source=SOURCE,
+        subject=job.subject,
+        occurred_at=slot,
+        payload={**job.payload, "loop": job.name, "slot": slot_text},
+    )
 
 
 def _answer_detail(body: bytes) -> str:

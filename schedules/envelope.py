@@ -1,9 +1,9 @@
 """The envelope of a tick: its identity is its slot (DESIGN §5, §6; spec §3)."""
 
+from lib.envelope import make_envelope
+from lib.instants import format_instant
+from lib.slots import DueSlot
 from runtime.registry import Loop
-from runtime.timefmt import format_instant
-
-from .slots import DueSlot
 
 
 def tick_envelope(loop: Loop, due: DueSlot, *, key: str | None = None, cadence_seconds: int | None = None) -> dict:
@@ -25,13 +25,11 @@ def tick_envelope(loop: Loop, due: DueSlot, *, key: str | None = None, cadence_s
         cadenceSeconds=cadence_seconds if key is not None else loop.cadence_seconds,
         skippedSlots=due.skipped_slots,
     )
-    return {
-        "schemaVersion": "factory.event/v1",
-        "eventId": event_id,
-        "type": loop.event_type,
-        "source": "schedule",
-        "subject": key if key is not None else loop.subject,
-        "occurredAt": slot,
-        "correlationId": event_id,
-        "payload": payload,
-    }
+    return make_envelope(
+        event_id=event_id,
+        type=loop.event_type,
+        source="schedule",
+        subject=key if key is not None else loop.subject,
+        occurred_at=due.slot,
+        payload=payload,
+    )

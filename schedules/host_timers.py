@@ -23,7 +23,7 @@ from pathlib import Path
 from django.conf import settings
 
 from runtime.registry import Job
-from runtime.registry.model import WEEKDAYS
+from lib.cadence import WEEKDAYS
 
 from .bridge import DRY_TIMEOUT_SECONDS, GATE_TIMEOUT_SECONDS, POST_TIMEOUT_SECONDS
 

@@ -32,18 +32,18 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 
-from intake.admission import admit_event
-from runtime.chains import PointerNotFound, resolve_pointer
-from runtime.journal import record
+from runtime.services.admission import admit_event
+from lib.json_pointer import PointerNotFound, resolve_pointer
+from runtime.services.journal import record
 from runtime.models import Actor, Door, Event
 from runtime.registry import CadenceError, Keyed, KeyedSetter, Loop, Registry, parse_every
-from runtime.registry.cadence import parse_wall_time
-from runtime.timefmt import InstantError, format_instant, parse_instant
+from lib.cadence import parse_wall_time
+from lib.instants import InstantError, format_instant, parse_instant
 
-from .calendar import time_of_day
+from lib.calendar import time_of_day
 from .models import KeyedEventApplied, KeyedRule, KeyedSchedule, ScheduleState
 from .envelope import tick_envelope
-from .slots import DueSlot, Interval, SlotRule, due_slots
+from lib.slots import DueSlot, Interval, SlotRule, due_slots
 
 logger = logging.getLogger(__name__)
 

@@ -14,15 +14,15 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from intake.admission import AdmissionRefused, admit_event
+from runtime.services.admission import AdmissionRefused, admit_event
 from runtime.models import Door
 from runtime.registry import Loop, Registry
 
-from .calendar import loop_rule
+from lib.calendar import loop_rule
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
 from .envelope import tick_envelope
-from .slots import DueSlot, due_slots
+from lib.slots import DueSlot, due_slots
 
 logger = logging.getLogger(__name__)
 

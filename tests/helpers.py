@@ -1,7 +1,7 @@
 """Small helpers the runtime tests share."""
 
 from runtime.models import ACTIVE_RUN_STATUSES, Run, RunStatus
-from schedules.slot_loop import iterate
+from ops.slot_loop import iterate
 
 from .conftest import at
 

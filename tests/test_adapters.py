@@ -9,7 +9,7 @@ import pytest
 from runtime.adapters.fake import load_script
 from runtime.models import JournalEntry, Run
 from runtime.registry import load_registry
-from runtime.worker import work_one
+from runtime.services.execution import work_one
 
 from .helpers import tick
 from .test_chain import NO_HEARTBEAT, inject, work_all

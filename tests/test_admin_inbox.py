@@ -22,7 +22,7 @@ def proposals(registry_files):
 
 
 def test_pending_proposals_come_first(client, approver, proposals, registry_files):
-    from runtime.approval import reject_proposal
+    from runtime.services.approval import reject_proposal
     from .conftest import at
 
     reject_proposal(proposals[1].pk, user=approver, now=at("2026-11-30T22:01:00Z"))

@@ -7,7 +7,7 @@ import logging
 import pytest
 from django.core.management import call_command
 
-from intake.admission import AdmissionRefused, admit_event
+from runtime.services.admission import AdmissionRefused, admit_event
 from runtime.models import Door, Event, JournalEntry
 
 from .conftest import at

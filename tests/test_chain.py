@@ -10,10 +10,10 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from intake.admission import admit_event
-from runtime.approval import approve_proposal
+from runtime.services.admission import admit_event
+from runtime.services.approval import approve_proposal
 from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
-from runtime.worker import work_one
+from runtime.services.execution import work_one
 
 from .conftest import at
 from .helpers import tick

@@ -2,10 +2,10 @@
 
 import pytest
 
-from intake.admission import admit_event
-from runtime.approval import approve_proposal
+from runtime.services.admission import admit_event
+from runtime.services.approval import approve_proposal
 from runtime.models import Door, Event, Proposal, Run
-from runtime.planning import approval_policy
+from runtime.services.planning import approval_policy
 from runtime.registry import RegistryInvalid, get_registry
 
 from .conftest import at

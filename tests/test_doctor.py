@@ -8,9 +8,9 @@ import time_machine
 from django.core.management import call_command
 
 from runtime.registry import get_registry, store
-from schedules.doctor import collect_status
+from ops.doctor import collect_status
 from schedules.models import ScheduleState
-from schedules.slot_loop import iterate
+from ops.slot_loop import iterate
 
 from .conftest import at
 

@@ -11,7 +11,7 @@ import time_machine
 from django.test import Client
 
 from intake.bodies import EVENTS_MAX_BODY_BYTES
-from intake.signatures import sign
+from lib.signing import sign
 from runtime.models import Event, JournalEntry
 
 SECRET = "events-test-secret"

@@ -16,7 +16,7 @@ import pytest
 from django.test import Client
 
 from intake.bodies import GITHUB_MAX_BODY_BYTES
-from intake.signatures import sign
+from lib.signing import sign
 from runtime.models import Event, JournalEntry
 
 from .conftest import FIXTURES_DIR

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from intake.signatures import sign
+from lib.signing import sign
 from runtime.models import Event, JournalEntry
 
 from .test_intake_github import GITHUB, REPOS_YAML

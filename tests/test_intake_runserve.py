@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from intake.signatures import sign
+from lib.signing import sign
 
 from .conftest import PROJECT_DIR
 from .test_intake_github import GITHUB, REPOS_YAML

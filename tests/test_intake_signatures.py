@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from intake.signatures import SignatureRefused, sign, verify_factory_signature, verify_github_signature
+from intake.signatures import SignatureRefused, verify_factory_signature, verify_github_signature
+from lib.signing import sign
 
 from .conftest import FIXTURES_DIR
 

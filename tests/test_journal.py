@@ -3,7 +3,7 @@
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from runtime.journal import record
+from runtime.services.journal import record
 from runtime.models import Actor, JournalEntry
 
 from .conftest import at

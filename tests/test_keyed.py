@@ -12,12 +12,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from intake.admission import admit_event
+from runtime.services.admission import admit_event
 from runtime.models import Door, Event, JournalEntry, Proposal
 from runtime.registry import RegistryInvalid, get_registry, load_registry
 from schedules.keyed import Row
 from schedules.models import KeyedSchedule
-from schedules.schedule_view import schedule_view
+from schedules.overview import schedule_view
 
 from .conftest import at
 from .helpers import finish_active_runs, tick
@@ -303,7 +303,7 @@ operations = st.lists(
 def test_rows_equal_a_straightforward_fold_of_the_set_and_clear_events(registry_files, ops):
     from datetime import timedelta
 
-    from schedules.calendar import time_of_day
+    from lib.calendar import time_of_day
 
     # Each example has its own customers: the journal keeps the earlier examples' events.
     prefix = f"x{next(_examples)}-"

@@ -4,9 +4,9 @@ from unittest import mock
 
 import pytest
 
-from intake.admission import admit_event
-from runtime.approval import approve_proposal
-from runtime.chains import PointerNotFound, resolve_pointer
+from runtime.services.admission import admit_event
+from runtime.services.approval import approve_proposal
+from lib.json_pointer import PointerNotFound, resolve_pointer
 from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
 
 from .conftest import at
@@ -27,7 +27,7 @@ def finished_dispatch(registry_files, approver) -> Run:
     inject("op-1", "factory.dispatch.requested", {"repo": "alpha", "ticket": "DEMO-1", "evidence": {}})
     step("2026-11-30T10:00:00Z")
     approve_proposal(Proposal.objects.get(status="pending").pk, user=approver, now=at("2026-11-30T10:00:30Z"))
-    with mock.patch("schedules.slot_loop.publish_outbox", return_value=0):
+    with mock.patch("ops.slot_loop.publish_outbox", return_value=0):
         step("2026-11-30T10:01:00Z")                # the run ends; the process "dies" before publishing
     run = Run.objects.get(definition="dispatch@1")
     assert (run.status, run.outcome) == ("succeeded", "PR_OPEN")
@@ -52,7 +52,7 @@ def test_a_crash_between_the_runs_end_and_publication_admits_each_chained_event_
 
 def test_a_publisher_dying_inside_its_transaction_leaves_the_row_pending_and_admits_nothing(fake_agents, approver):
     run = finished_dispatch(fake_agents, approver)
-    with mock.patch("schedules.slot_loop.mark_published", side_effect=RuntimeError("killed")):
+    with mock.patch("runtime.services.outbox.mark_published", side_effect=RuntimeError("killed")):
         with pytest.raises(RuntimeError):
             step("2026-11-30T10:02:00Z")
     assert not Event.objects.filter(event_id__startswith=f"chain:{run.pk}:").exists()

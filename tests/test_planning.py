@@ -5,10 +5,10 @@ import json
 import pytest
 from django.core.management import call_command
 
-from intake.admission import admit_event
-from runtime.approval import ApprovalRefused, approve_proposal, reject_proposal
+from runtime.services.admission import admit_event
+from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
 from runtime.models import Door, Event, JournalEntry, Proposal, Run
-from runtime.planning import plan_pending
+from runtime.services.planning import plan_pending
 
 from .conftest import at
 from .helpers import finish_active_runs, tick

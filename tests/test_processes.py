@@ -170,7 +170,7 @@ def test_a_bad_overlay_on_a_running_service_keeps_the_last_good_registry_in_ever
     import time
     import urllib.request
 
-    from intake.signatures import sign
+    from lib.signing import sign
 
     env = {"FACTORY_API_TOKEN": "token-123", "FACTORY_EVENTS_SECRET": "events-secret-123"}
     runtime.write_config("schedule.yaml", DAILY_HEARTBEAT)

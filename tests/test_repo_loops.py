@@ -4,7 +4,7 @@ import pytest
 
 from runtime.models import Event, Proposal, ProposalStatus, Run
 from runtime.registry import RegistryInvalid, get_registry
-from schedules.slot_loop import iterate
+from ops.slot_loop import iterate
 from tests.conftest import at
 
 REPOS = """

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from intake.admission import admit_event
+from runtime.services.admission import admit_event
 from runtime.models import Door, JournalEntry, Run
-from runtime.planning import plan_pending
+from runtime.services.planning import plan_pending
 from runtime.registry import store
-from runtime.runs import claim_next_run, expire_leases
-from runtime.worker import work_one
+from runtime.services.runs import claim_next_run, expire_leases
+from runtime.services.execution import work_one
 
 from .conftest import at
 

@@ -4,9 +4,9 @@ import pytest
 
 from runtime.models import Event, Proposal, ProposalStatus, Run
 from runtime.registry import get_registry
-from schedules.doctor import collect_status
-from schedules.schedule_view import schedule_view
-from schedules.slot_loop import iterate
+from ops.doctor import collect_status
+from schedules.overview import schedule_view
+from ops.slot_loop import iterate
 
 from .conftest import at
 

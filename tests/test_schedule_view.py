@@ -5,7 +5,7 @@ import pytest
 from runtime.models import Run, RunStatus
 from runtime.registry import get_registry
 from schedules.models import ScheduleState
-from schedules.schedule_view import expected_by, next_slot_due, next_slots, recent_ticks, schedule_view
+from schedules.overview import expected_by, next_slot_due, next_slots, recent_ticks, schedule_view
 
 from .conftest import at
 from .helpers import finish_active_runs, tick

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schedules.slots import DueSlot, Interval, due_slots, slot_floor
+from lib.slots import DueSlot, Interval, due_slots, slot_floor
 
 from .conftest import at
 

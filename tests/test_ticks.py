@@ -130,7 +130,7 @@ def test_disabling_stops_ticks_and_re_enabling_does_not_replay_the_disabled_slot
 
 def test_a_refused_tick_does_not_stop_the_other_loops(registry_files, monkeypatch):
     import schedules.ticks
-    from intake.admission import AdmissionRefused
+    from runtime.services.admission import AdmissionRefused
 
     registry_files.write_config("schedule.yaml", overlay_loop("none", True).replace("enabled: false", "enabled: true"))
     real = schedules.ticks.admit_event
@@ -147,7 +147,7 @@ def test_a_refused_tick_does_not_stop_the_other_loops(registry_files, monkeypatc
 
 
 def test_slots_of_any_year_are_written_with_four_digits():
-    from runtime.timefmt import format_instant
+    from lib.instants import format_instant
 
     from .conftest import at
 

@@ -13,9 +13,9 @@ from django.core.management import call_command
 
 from runtime.models import Event
 from runtime.registry import RegistryInvalid, get_registry, load_registry
-from schedules.calendar import time_of_day, wall_instant
-from schedules.schedule_view import expected_by, schedule_view
-from schedules.slots import DueSlot, due_slots
+from lib.calendar import time_of_day, wall_instant
+from schedules.overview import expected_by, schedule_view
+from lib.slots import DueSlot, due_slots
 
 from .conftest import at
 from .helpers import finish_active_runs, tick

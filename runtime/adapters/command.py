@@ -6,7 +6,6 @@ time-out), and its stdout and stderr captured to the run directory up to a size 
 
 import contextlib
 import os
-import signal
 import subprocess
 import threading
 import time
@@ -16,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+
+from lib.processes import kill_process_group
 
 #: Environment a command sees. Secrets (FACTORY_*_SECRET, FACTORY_API_TOKEN, the
 #: operator password) are never passed; the database and directory settings are, so
@@ -85,20 +86,6 @@ def _feed(stream, data: bytes) -> None:
             stream.close()
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL, to the command's process group; a no-op once it is empty."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=KILL_GRACE_SECONDS)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_command(
     argv: list[str],
     *,
@@ -154,7 +141,7 @@ def run_command(
             aborted = True
             break
         time.sleep(POLL_SECONDS)
-    _kill_group(process)
+    kill_process_group(process, grace_seconds=KILL_GRACE_SECONDS)
     for reader in readers:
         reader.join(timeout=KILL_GRACE_SECONDS)
     return CommandOutcome(

@@ -29,7 +29,7 @@ from django.conf import settings
 from jsonschema import Draft202012Validator
 
 from runtime.models import Run
-from runtime.registry.files import load_yaml
+from lib.strict_yaml import load_yaml
 
 from .command import POLL_SECONDS, CommandOutcome
 from .result import CONTRACT

@@ -6,7 +6,7 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from runtime.approval import ApprovalRefused
+from runtime.services.approval import ApprovalRefused
 
 EXIT_REFUSED = 2
 

@@ -1,8 +1,7 @@
 """The registry: kernel files, overlay, validation, digest (DESIGN §4)."""
 
 from .build import load_registry
-from .cadence import CadenceError, parse_every
-from .files import canonical_json
+from lib.cadence import CadenceError, parse_every
 from .model import (
     TICK_BOOKKEEPING_FIELDS,
     Definition,
@@ -33,7 +32,6 @@ __all__ = [
     "RegistryError",
     "RegistryInvalid",
     "Repo",
-    "canonical_json",
     "get_registry",
     "load_registry",
     "parse_every",

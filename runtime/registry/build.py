@@ -15,7 +15,7 @@ from jsonschema.exceptions import SchemaError
 from referencing import Registry as SchemaRegistry
 from referencing import Resource
 
-from .cadence import CadenceError, parse_every, parse_wall_time
+from lib.cadence import CadenceError, parse_every, parse_wall_time
 from .files import compute_digest, display_path, read_json, read_yaml
 from .model import (
     CLOSED_PLACEHOLDERS,

@@ -178,7 +178,6 @@ JOB_COMMAND_PLACEHOLDERS = frozenset({"factoryRoot", "python", "manage"})
 #: Payload fields the host clock bridge adds to every event it admits: the job and its slot
 #: (spec §15, "an explicit loop/slot payload"); a job's static payload may not set them.
 JOB_PAYLOAD_FIELDS = ("loop", "slot")
-WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from intake.admission import Admission, AdmissionRefused, admit_event
-from intake.bodies import BodyRefused, decode_json
+from runtime.services.admission import Admission, admit_event
+from lib.json_text import decode_json
+from lib.refusals import Refused
 from intake.github import Ignored
 from intake.services import receive_github_delivery
 from runtime.models import Door
@@ -69,14 +70,14 @@ class Command(BaseCommand):
         raw = self.read(options["file"])
         try:
             document = decode_json(raw)
-        except BodyRefused as exc:
-            self.refuse([{"code": exc.code, "detail": exc.detail}])
+        except Refused as exc:
+            self.refuse(exc.as_errors())
         now = timezone.now()
         if options["github_event"] is None:
             try:
                 result = admit_event(document, door=Door.INJECT, now=now)
-            except AdmissionRefused as exc:
-                self.refuse(exc.errors)
+            except Refused as exc:
+                self.refuse(exc.as_errors())
         else:
             result = receive_github_delivery(
                 options["github_event"], options["delivery"], document, door=Door.INJECT, now=now,

@@ -6,7 +6,7 @@ exit 2 when refused (no permission, not pending, a run of the loop in flight).
 
 from django.utils import timezone
 
-from runtime.approval import approve_proposal
+from runtime.services.approval import approve_proposal
 from runtime.management.decision_command import DecisionCommand
 
 

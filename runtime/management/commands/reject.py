@@ -2,7 +2,7 @@
 
 from django.utils import timezone
 
-from runtime.approval import reject_proposal
+from runtime.services.approval import reject_proposal
 from runtime.management.decision_command import DecisionCommand
 
 

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from runtime.timefmt import format_instant
+from lib.envelope import make_envelope
 from schedules.bridge import EXIT_FAILED, SOURCE, BridgeError, emit_envelope
 
 
@@ -47,16 +47,14 @@ class Command(BaseCommand):
             self.fail(EXIT_FAILED, "--payload must be a JSON object")
         event_id = options["event_id"] or f"emit:{uuid.uuid4()}"
         repo = payload.get("repo")
-        envelope = {
-            "schemaVersion": "factory.event/v1",
-            "eventId": event_id,
-            "type": options["type"],
-            "source": SOURCE,
-            "subject": options["subject"] or (repo if isinstance(repo, str) and repo else options["type"]),
-            "occurredAt": format_instant(now),
-            "correlationId": event_id,
-            "payload": payload,
-        }
+        envelope = make_envelope(
+            event_id=event_id,
+            type=options["type"],
+            source=SOURCE,
+            subject=options["subject"] or (repo if isinstance(repo, str) and repo else options["type"]),
+            occurred_at=now,
+            payload=payload,
+        )
         try:
             emitted = emit_envelope(envelope, now=now, serve_url=settings.FACTORY_SERVE_URL,
                                     secret=settings.FACTORY_EVENTS_SECRET)

@@ -10,8 +10,8 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 from .journal import record
-from .models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run
-from .planning import queue_run
+from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run
+from .runs import queue_run
 
 logger = logging.getLogger(__name__)
 

@@ -7,6 +7,8 @@ from datetime import time
 WALL_TIME_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 CADENCE_PATTERN = re.compile(r"^([1-9][0-9]{0,8})([smhd])$")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: The ``days`` of a time-of-day loop, in ``date.weekday()`` order (DESIGN §6).
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
 class CadenceError(ValueError):

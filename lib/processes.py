@@ -1,4 +1,7 @@
-"""Signal handling for long-running commands (STYLE 9): SIGTERM and SIGINT set a flag.
+"""Processes: signal handling for long-running commands, children that die with their
+parent, and killing a command's whole process group.
+
+SIGTERM and SIGINT set a flag the loops check (STYLE 9).
 
 Children of ``runserve`` also stop when the supervisor is gone (killed with SIGKILL,
 say): they would otherwise go on ticking and running work nobody supervises, and
@@ -7,6 +10,7 @@ hold the port a restarted runtime needs.
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 
@@ -50,3 +54,18 @@ def die_with_parent() -> None:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def kill_process_group(process: subprocess.Popen, *, grace_seconds: float) -> None:
+    """SIGTERM to the process group led by ``process`` (started with ``start_new_session``),
+    then SIGKILL after ``grace_seconds`` if it has not exited; a no-op once the group is empty."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=grace_seconds)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -5,8 +5,8 @@
 
 from django.core.management.base import BaseCommand
 
-from runtime.shutdown import stop_on_signals
-from schedules.slot_loop import run_slot_loop
+from lib.processes import stop_on_signals
+from ops.slot_loop import run_slot_loop
 
 
 class Command(BaseCommand):

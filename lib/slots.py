@@ -1,7 +1,7 @@
 """Slot arithmetic: pure functions of ``now`` (DESIGN §5, §6).
 
 A loop's slots come from its **slot rule**: ``Interval`` (the epoch floor of an instant
-by the cadence, in UTC, with no offsets — DESIGN §5) or ``schedules.calendar.TimeOfDay``
+by the cadence, in UTC, with no offsets — DESIGN §5) or ``lib.calendar.TimeOfDay``
 (a wall-clock time in an IANA zone — DESIGN §6). ``due_slots`` applies the catch-up
 policies to any rule, so intervals and time-of-day slots are caught up and counted the
 same way.

@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from .models import Actor, Event, JournalEntry, Proposal, Run
+from runtime.models import Actor, Event, JournalEntry, Proposal, Run
 
 
 def record(

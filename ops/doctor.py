@@ -23,10 +23,10 @@ from django.db.models import Count
 
 from runtime.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from runtime.registry import Registry, RegistryError, RegistryInvalid, store
-from runtime.timefmt import format_instant
+from lib.instants import format_instant
 
-from .models import SlotLoopStatus
-from .schedule_view import LoopView, schedule_view
+from schedules.models import SlotLoopStatus
+from schedules.overview import LoopView, schedule_view
 from .slot_loop import LOOP_NAME
 
 #: The slot loop turns every second; a last iteration older than this means the clock

@@ -27,7 +27,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
-from runtime.shutdown import SUPERVISOR_PID_VARIABLE, die_with_parent
+from lib.processes import SUPERVISOR_PID_VARIABLE, die_with_parent
 
 #: The demo's settings, relative to the project directory (docs/demo.md).
 DEMO_ENV_FILE = "demo/demo.env"

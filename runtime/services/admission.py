@@ -13,10 +13,12 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from jsonschema import Draft202012Validator
 
-from runtime.journal import record
+from .journal import record
 from runtime.models import Actor, Door, Event
-from runtime.registry import Registry, canonical_json, get_registry
-from runtime.timefmt import InstantError, format_instant, parse_instant
+from lib.json_text import canonical_json
+from lib.refusals import Refused
+from runtime.registry import Registry, get_registry
+from lib.instants import InstantError, format_instant, parse_instant
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +44,21 @@ class Admission:
     event: Event
 
 
-class AdmissionRefused(Exception):
-    """The envelope was refused; ``errors`` is ``[{"code": ..., "detail": ...}]`` (DESIGN §10)."""
+class AdmissionRefused(Refused):
+    """The envelope was refused (422); ``errors`` is every reason, ``[{"code": ..., "detail": ...}]``
+    (DESIGN §10), and ``code``/``detail`` are the first one's."""
+
+    status = 422
 
     def __init__(self, errors: list[dict]):
         self.errors = errors
-        super().__init__("; ".join(f"{e['code']}: {e['detail']}" for e in errors))
+        super().__init__(errors[0]["code"], errors[0]["detail"])
+
+    def __str__(self) -> str:
+        return "; ".join(f"{e['code']}: {e['detail']}" for e in self.errors)
+
+    def as_errors(self) -> list[dict]:
+        return list(self.errors)
 
 
 def _schema_errors(schema: dict, document, code: str, what: str) -> list[dict]:

@@ -14,8 +14,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-from runtime.registry.cadence import parse_wall_time
-from runtime.registry.model import WEEKDAYS
+from .cadence import WEEKDAYS, parse_wall_time
 
 from .slots import Interval, SlotRule
 

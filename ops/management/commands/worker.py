@@ -6,8 +6,8 @@ current run first. ``--once`` works until the queue is empty, then exits.
 
 from django.core.management.base import BaseCommand
 
-from runtime.shutdown import stop_on_signals
-from runtime.worker import run_worker
+from lib.processes import stop_on_signals
+from ops.worker import run_worker
 
 
 class Command(BaseCommand):

@@ -17,7 +17,8 @@ from django.db import IntegrityError, transaction
 from jsonschema import Draft202012Validator
 
 from .journal import record
-from .models import (
+from .runs import queue_run
+from runtime.models import (
     ACTIVE_RUN_STATUSES,
     Actor,
     Door,
@@ -27,8 +28,8 @@ from .models import (
     ProposalStatus,
     Run,
 )
-from .registry import Definition, Registry, get_registry
-from .registry.model import PLACEHOLDER
+from runtime.registry import Definition, Registry, get_registry
+from runtime.registry.model import PLACEHOLDER
 
 logger = logging.getLogger(__name__)
 
@@ -240,39 +241,3 @@ def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
         return _finish(event, PlanningOutcome.NOOP, "duplicate_idempotency_key", now, {"idempotencyKey": key})
     outcome = PlanningOutcome.APPROVED if auto else PlanningOutcome.PROPOSED
     return PlanningResult(event, outcome, "", proposal, run)
-
-
-def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:
-    """Create the queued run of an approved proposal and journal it.
-
-    Raises IntegrityError when the proposal's singleton loop already has an active run
-    (the database constraint ``run_one_active_per_singleton``). Call inside a transaction.
-    """
-    plan = proposal.plan
-    run = Run.objects.create(
-        proposal=proposal,
-        event_id=proposal.event_id,
-        idempotency_key=proposal.idempotency_key,
-        definition=proposal.definition,
-        loop=proposal.loop,
-        loop_key=proposal.loop_key,
-        singleton_key=proposal.singleton_key,
-        max_attempts=plan["maxAttempts"],
-        timeout_seconds=plan["timeoutSeconds"],
-        plan=plan,
-        registry_digest=proposal.registry_digest,
-        actor=actor,
-        approved_by=approved_by,
-        queued_at=now,
-    )
-    record(
-        "run_queued",
-        actor,
-        at=now,
-        actor_name=approved_by.get_username() if approved_by else "",
-        event=proposal.event,
-        proposal=proposal,
-        run=run,
-        data={"definition": run.definition},
-    )
-    return run

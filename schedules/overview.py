@@ -6,7 +6,7 @@ three never disagree. Reading all loops costs four queries whatever their number
 ticks; their runs; pending-proposal counts); the per-loop work is pure arithmetic on
 ``now``, which the caller passes in.
 
-Instants are written ``YYYY-MM-DDTHH:MM:SSZ`` (``runtime.timefmt.format_instant``).
+Instants are written ``YYYY-MM-DDTHH:MM:SSZ`` (``lib.instants.format_instant``).
 """
 
 from dataclasses import dataclass
@@ -19,12 +19,12 @@ from django.db.models import Case, Count, Min, OuterRef, QuerySet, Subquery, Whe
 
 from runtime.models import TERMINAL_RUN_STATUSES, Event, Proposal, ProposalStatus, Run
 from runtime.registry import Loop, Registry
-from runtime.timefmt import format_instant
+from lib.instants import format_instant
 
-from .calendar import loop_rule
+from lib.calendar import loop_rule
 from .keyed import Row
 from .models import KeyedSchedule, ScheduleState
-from .slots import due_slots, slot_floor
+from lib.slots import due_slots, slot_floor
 from .ticks import is_fresh
 
 #: An enabled loop with no admitted tick for more than this many intervals has stopped

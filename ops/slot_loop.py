@@ -1,7 +1,8 @@
 """The one-second slot loop: re-read the registry, fire ticks, publish the outbox, plan events (DESIGN §5, §7, §8).
 
-``iterate`` is one iteration at a named instant; ``run_slot_loop`` is the loop around
-it that ``runserve`` starts.
+``iterate`` is one iteration at a named instant and composes the layers below: tick
+emission (``schedules.ticks``), outbox publication and planning (``runtime.services``);
+``run_slot_loop`` is the loop around it that ``runserve`` starts.
 """
 
 import logging
@@ -11,25 +12,19 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import DatabaseError, close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
-from intake.admission import AdmissionRefused, admit_event
-from runtime.chains import mark_published, mark_refused, next_pending_entry
-from runtime.models import Door
-from runtime.planning import plan_pending
-from runtime.registry import Registry, store
-
-from .models import SlotLoopStatus
-from .ticks import TickReport, emit_due_ticks
+from runtime.registry import store
+from runtime.services.outbox import publish_outbox
+from runtime.services.planning import plan_pending
+from schedules.models import SlotLoopStatus
+from schedules.ticks import TickReport, emit_due_ticks
 
 logger = logging.getLogger(__name__)
 
+#: The ``SlotLoopStatus`` row every slot-loop process writes; the doctor reads it.
 LOOP_NAME = "slot-loop"
-
-
-#: Most outbox rows one iteration publishes; the rest wait a second, ticks stay on time.
-OUTBOX_BATCH = 1000
 
 
 @dataclass(frozen=True)
@@ -37,28 +32,6 @@ class IterationReport:
     ticks: list[TickReport]
     planned: int
     published: int = 0
-
-
-def publish_outbox(*, now: datetime, registry: Registry, limit: int = OUTBOX_BATCH) -> int:
-    """Admit pending chained events through the ``chain`` door, oldest first (DESIGN §8).
-
-    Each row's admission and its ``published`` mark are one transaction, so a crash
-    leaves the row pending and the next iteration admits it then; an eventId already
-    admitted (another publisher) answers duplicate and the row is marked all the same:
-    exactly one admission either way. A row the registry refuses is marked ``refused``
-    with the reasons and journaled; the rows behind it go on. Returns how many rows
-    were settled.
-    """
-    settled = 0
-    while settled < limit and (entry := next_pending_entry()) is not None:
-        try:
-            with transaction.atomic():
-                admission = admit_event(entry.envelope, door=Door.CHAIN, now=now, registry=registry)
-                mark_published(entry, duplicate=admission.duplicate, now=now)
-        except AdmissionRefused as exc:
-            mark_refused(entry, exc.errors, now=now)
-        settled += 1
-    return settled
 
 
 def iterate(*, now: datetime, record_status: bool = True) -> IterationReport:

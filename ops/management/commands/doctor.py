@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 from django.utils import timezone
 
-from schedules.doctor import collect_status
+from ops.doctor import collect_status
 
 EXIT_ANOMALY = 1
 

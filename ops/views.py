@@ -13,7 +13,7 @@ from runtime.registry import store
 
 from .auth import AUTHENTICATION_CLASSES, TokenOrStaff
 from .doctor import collect_status
-from .schedule_view import schedule_view
+from schedules.overview import schedule_view
 
 ERROR_CODES = {
     exceptions.NotAuthenticated: "not_authenticated",

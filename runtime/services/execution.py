@@ -1,35 +1,25 @@
-"""The run worker: claim one run, execute it through its adapter, record the result (DESIGN §8).
+"""Executing runs: claim one run, execute it through its adapter, record the result (DESIGN §8).
 
-``work_one`` handles one item and says whether it did anything; ``run_worker`` is the
-trivial loop around it used by ``manage.py worker`` and by ``runserve``'s workers.
+``work_one`` handles one item and says whether it did anything; ``ops.worker.run_worker``
+is the trivial loop around it used by ``manage.py worker`` and by ``runserve``'s workers.
 """
 
 import logging
-import os
-import socket
-import threading
 import time
 from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections, DatabaseError
 from django.utils import timezone
 
-from .adapters.agent import AgentUnavailable, agent_argv, agent_stdin
-from .adapters.command import run_command
-from .adapters.fake import FakeScriptError, run_fake, scripted_result
-from .adapters.result import result_from_output
-from .models import Run
-from .registry import get_registry, store
+from runtime.adapters.agent import AgentUnavailable, agent_argv, agent_stdin
+from runtime.adapters.command import run_command
+from runtime.adapters.fake import FakeScriptError, run_fake, scripted_result
+from runtime.adapters.result import result_from_output
+from runtime.models import Run
+from runtime.registry import get_registry, store
 from .runs import RunResult, claim_next_run, expire_leases, fail_attempt, finish_run, renew_lease, start_run
 
 logger = logging.getLogger(__name__)
-
-IDLE_SLEEP_SECONDS = 1.0
-
-
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
 def execute_run(run: Run, *, worker: str) -> None:
@@ -121,21 +111,3 @@ def work_one(*, worker: str) -> bool:
                 extra={"action": "run_claimed", "run": run.pk})
     execute_run(run, worker=worker)
     return True
-
-
-def run_worker(*, stop: threading.Event, once: bool = False) -> None:
-    """Work until ``stop`` is set (or, with ``once``, until the queue is empty)."""
-    name = worker_name()
-    logger.info("worker %s started", name, extra={"action": "worker_started"})
-    while not stop.is_set():
-        close_old_connections()
-        try:
-            did_work = work_one(worker=name)
-        except DatabaseError:
-            logger.exception("worker iteration failed; retrying", extra={"action": "worker_error"})
-            did_work = False
-        if once and not did_work:
-            break
-        if not did_work:
-            stop.wait(IDLE_SLEEP_SECONDS)
-    logger.info("worker %s stopped", name, extra={"action": "worker_stopped"})

@@ -12,10 +12,11 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.db.models import F
 
-from .chains import ChainBroken, chain_envelopes, write_outbox
+from .chains import ChainBroken, chain_envelopes
+from .outbox import write_outbox
 from .journal import record
-from .models import Actor, Event, Run, RunStatus
-from .registry import Registry, get_registry
+from runtime.models import Actor, Event, Proposal, Run, RunStatus
+from runtime.registry import Registry, get_registry
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,42 @@ class RunResult:
     exit_code: int | None = None
     stdout_path: str = ""
     extra: dict = field(default_factory=dict)
+
+
+def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:
+    """Create the queued run of an approved proposal and journal it.
+
+    Raises IntegrityError when the proposal's singleton loop already has an active run
+    (the database constraint ``run_one_active_per_singleton``). Call inside a transaction.
+    """
+    plan = proposal.plan
+    run = Run.objects.create(
+        proposal=proposal,
+        event_id=proposal.event_id,
+        idempotency_key=proposal.idempotency_key,
+        definition=proposal.definition,
+        loop=proposal.loop,
+        loop_key=proposal.loop_key,
+        singleton_key=proposal.singleton_key,
+        max_attempts=plan["maxAttempts"],
+        timeout_seconds=plan["timeoutSeconds"],
+        plan=plan,
+        registry_digest=proposal.registry_digest,
+        actor=actor,
+        approved_by=approved_by,
+        queued_at=now,
+    )
+    record(
+        "run_queued",
+        actor,
+        at=now,
+        actor_name=approved_by.get_username() if approved_by else "",
+        event=proposal.event,
+        proposal=proposal,
+        run=run,
+        data={"definition": run.definition},
+    )
+    return run
 
 
 def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | None:

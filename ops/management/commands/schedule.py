@@ -24,11 +24,11 @@ from django.utils import timezone
 
 from runtime.models import Event
 from runtime.registry import RegistryInvalid, store
-from runtime.timefmt import InstantError, format_instant, parse_instant
+from lib.instants import InstantError, format_instant, parse_instant
 from schedules.models import ScheduleState
 from schedules.keyed import rebuild
-from schedules.schedule_view import due_keys, next_slots, recent_ticks, schedule_view
-from schedules.slot_loop import iterate
+from schedules.overview import due_keys, next_slots, recent_ticks, schedule_view
+from ops.slot_loop import iterate
 from schedules.envelope import tick_envelope
 from schedules.ticks import plan_ticks
 

@@ -1,0 +1,71 @@
+"""JSON text: strict decoding of what arrives, canonical encoding of what is compared or hashed."""
+
+import json
+
+from .refusals import Refused
+
+#: How deep decoded JSON may nest. Real envelopes and deliveries stay under ten levels;
+#: the cap keeps validation and storage, which recurse, far from Python's recursion limit.
+MAX_JSON_DEPTH = 64
+
+
+class InvalidJson(Refused):
+    """Text that is not strict JSON: code ``invalid_json``, answered 422 by the HTTP doors."""
+
+    status = 422
+
+    def __init__(self, detail: str):
+        super().__init__("invalid_json", detail)
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _depth(document) -> int:
+    """How deep ``document`` nests (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(document, 0)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list):
+            level += 1
+            deepest = max(deepest, level)
+            stack.extend((child, level) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A signed body must mean one thing: with a key twice, parsers disagree on which wins."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"the key {duplicate!r} appears twice in one object")
+    return document
+
+
+def decode_json(raw: bytes | str):
+    """Parse strict JSON text (UTF-8 bytes or str) into Python values.
+
+    Raises ``InvalidJson`` (code ``invalid_json``, status 422): bytes that are not UTF-8, text that
+    is not JSON, a key twice in one object, ``NaN``/``Infinity`` (Python accepts them, JSON and PostgreSQL do not),
+    integers too long to convert, nesting deeper than ``MAX_JSON_DEPTH``.
+    """
+    try:
+        text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
+        document = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicate_keys)
+    except UnicodeDecodeError as exc:
+        raise InvalidJson(f"the body is not UTF-8: {exc.reason} at byte {exc.start}") from None
+    except RecursionError:
+        raise InvalidJson(f"the JSON nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:
+        # JSONDecodeError, a NaN/Infinity constant, or an integer over Python's digit limit.
+        raise InvalidJson(f"the body is not JSON: {exc}") from None
+    if _depth(document) > MAX_JSON_DEPTH:
+        raise InvalidJson(f"the JSON nests deeper than {MAX_JSON_DEPTH} levels")
+    return document
+
+
+def canonical_json(data) -> str:
+    """Sorted keys, no whitespace: the form the digest and content comparisons use."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
