@@ -60,7 +60,7 @@ def fill_database(loops: int, history: int) -> None:
             for slot in slots:
                 event_id = f"clock:{name}:{format_instant(slot)}"
                 events.append(Event(
-                    event_id=event_id, type="clock.tick.reaper", source="schedule", subject=name,
+                    uid=event_id, type="clock.tick.reaper", source="schedule", subject=name,
                     occurred_at=slot, correlation_id=event_id, door=Door.SCHEDULE, admitted_at=slot,
                     payload={"loop": name, "slot": format_instant(slot), "cadenceSeconds": 3600, "skippedSlots": 0},
                     loop=name, slot=slot, planned_at=slot, planning_outcome=PlanningOutcome.PROPOSED,

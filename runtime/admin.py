@@ -61,7 +61,7 @@ class ProposalAdmin(ReadOnlyAdmin):
     list_display = ("id", "status", "definition", "loop", "event_link", "created_at", "age", "actor", "decided_by")
     list_filter = ("status", "definition", "loop")
     list_select_related = ("event", "decided_by")
-    search_fields = ("event__event_id", "idempotency_key", "loop")
+    search_fields = ("event__uid", "idempotency_key", "loop")
     actions = ["approve_selected", "reject_selected"]
     fields = (
         "status", "definition", "loop", "loop_key", "event_link", "idempotency_key", "plan_view",
@@ -78,7 +78,7 @@ class ProposalAdmin(ReadOnlyAdmin):
 
     @admin.display(description="event")
     def event_link(self, proposal):
-        return proposal.event.event_id
+        return proposal.event.uid
 
     @admin.display(description="age")
     def age(self, proposal):
@@ -137,7 +137,7 @@ class RunAdmin(ReadOnlyAdmin):
     list_display = ("id", "status", "definition", "loop", "outcome", "reason", "actor", "approved_by", "attempt", "queued_at", "finished_at")
     list_filter = ("status", "definition", "actor", "loop")
     list_select_related = ("approved_by",)
-    search_fields = ("event__event_id", "idempotency_key", "loop")
+    search_fields = ("event__uid", "idempotency_key", "loop")
     fields = (
         "status", "definition", "loop", "loop_key", "event", "proposal", "idempotency_key", "actor", "approved_by",
         "attempt", "max_attempts", "timeout_seconds", "queued_at", "claimed_at", "started_at", "finished_at",
@@ -184,11 +184,11 @@ class RunAdmin(ReadOnlyAdmin):
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
-    list_display = ("id", "event_id", "type", "door", "source", "subject", "admitted_at", "planning_outcome", "planning_reason", "story")
+    list_display = ("id", "uid", "type", "door", "source", "subject", "admitted_at", "planning_outcome", "planning_reason", "story")
     list_filter = ("door", "type", "planning_outcome")
-    search_fields = ("event_id", "correlation_id", "subject")
+    search_fields = ("uid", "correlation_id", "subject")
     fields = (
-        "event_id", "type", "source", "subject", "door", "occurred_at", "admitted_at", "story",
+        "uid", "type", "source", "subject", "door", "occurred_at", "admitted_at", "story",
         "causation_id", "payload_view", "loop", "loop_key", "slot", "planned_at", "planning_outcome", "planning_reason",
     )
     readonly_fields = fields
@@ -207,7 +207,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
     list_display = ("id", "at", "action", "actor", "actor_name", "event", "proposal", "run")
     list_filter = ("action", "actor")
     list_select_related = ("event", "proposal", "run")
-    search_fields = ("event__event_id", "event__correlation_id", "actor_name")
+    search_fields = ("event__uid", "event__correlation_id", "actor_name")
     fields = ("at", "action", "actor", "actor_name", "event", "proposal", "run", "data_view")
     readonly_fields = fields
 
@@ -228,11 +228,11 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 class OutboxEntryAdmin(ReadOnlyAdmin):
     """Chained events between their run's end and their admission (DESIGN §8)."""
 
-    list_display = ("id", "event_id", "status", "duplicate", "run", "created_at", "settled_at")
+    list_display = ("id", "event_uid", "status", "duplicate", "run", "created_at", "settled_at")
     list_filter = ("status",)
     list_select_related = ("run",)
-    search_fields = ("event_id",)
-    fields = ("event_id", "run", "position", "status", "duplicate", "created_at", "settled_at", "envelope_view", "refusal_view")
+    search_fields = ("event_uid",)
+    fields = ("event_uid", "run", "position", "status", "duplicate", "created_at", "settled_at", "envelope_view", "refusal_view")
     readonly_fields = fields
 
     @admin.display(description="envelope")

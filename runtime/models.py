@@ -62,9 +62,10 @@ TERMINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.ABANDO
 
 
 class Event(models.Model):
-    """An admitted ``factory.event/v1`` envelope; unique on ``event_id`` forever."""
+    """An admitted ``factory.event/v1`` envelope; unique on ``uid`` (its ``eventId``) forever."""
 
-    event_id = models.CharField(max_length=200, unique=True)
+    #: The envelope's ``eventId``. Not ``event_id``: in Django ``<fk>_id`` names a primary key.
+    uid = models.CharField("event id", max_length=200, unique=True)
     type = models.CharField(max_length=200, db_index=True)
     source = models.CharField(max_length=100)
     subject = models.CharField(max_length=200)
@@ -92,7 +93,7 @@ class Event(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.event_id
+        return self.uid
 
     @property
     def is_tick(self) -> bool:
@@ -101,7 +102,7 @@ class Event(models.Model):
     def envelope(self) -> dict:
         """The envelope as admitted (DESIGN §3)."""
         return make_envelope(
-            event_id=self.event_id,
+            event_id=self.uid,
             type=self.type,
             source=self.source,
             subject=self.subject,
@@ -277,14 +278,14 @@ class OutboxStatus(models.TextChoices):
 class OutboxEntry(models.Model):
     """A chained event written with its run's end, admitted later by the slot loop (DESIGN §8).
 
-    ``event_id`` is ``chain:<run id>:<position>``; ``envelope`` is the complete
+    ``event_uid`` is the eventId ``chain:<run id>:<position>``; ``envelope`` is the complete
     ``factory.event/v1`` envelope to admit. ``settled_at`` is when it was published or
     refused; ``refusal`` holds the admission's ``[{code, detail}]`` for a refused row.
     """
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="outbox")
     position = models.PositiveIntegerField()
-    event_id = models.CharField(max_length=200, unique=True)
+    event_uid = models.CharField("event id", max_length=200, unique=True)
     envelope = models.JSONField()
     status = models.CharField(max_length=16, choices=OutboxStatus.choices, default=OutboxStatus.PENDING)
     created_at = models.DateTimeField()
@@ -308,4 +309,4 @@ class OutboxEntry(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.event_id} ({self.status})"
+        return f"{self.event_uid} ({self.status})"

@@ -230,7 +230,7 @@ def fold(keyed: Keyed, loop: str, events) -> dict[str, Row]:
         if event.door == Door.SCHEDULE and event.loop == loop and event.loop_key:
             row = rows.get(event.loop_key)
             if row is not None:
-                after = apply_tick(row, event.slot, event.event_id, event.admitted_at)
+                after = apply_tick(row, event.slot, event.uid, event.admitted_at)
                 if after is None:
                     del rows[event.loop_key]
                 else:
@@ -238,7 +238,7 @@ def fold(keyed: Keyed, loop: str, events) -> dict[str, Row]:
             continue
         try:
             if event.type in keyed.set_by:
-                row = apply_setting(keyed.set_by[event.type], event.envelope(), event.event_id, event.admitted_at)
+                row = apply_setting(keyed.set_by[event.type], event.envelope(), event.uid, event.admitted_at)
                 rows[row.key] = row
             elif event.type in keyed.cleared_by:
                 rows.pop(key_of(event.envelope(), keyed.cleared_by[event.type]), None)
@@ -296,10 +296,10 @@ def apply_keyed_events(loop: Loop, state: ScheduleState, *, now: datetime, limit
 
 def _apply_event(loop: Loop, event: Event, now: datetime) -> None:
     """Replace, delete or keep the row one event names, and journal what happened."""
-    keyed, envelope, log = loop.keyed, event.envelope(), {"loop": loop.name, "eventId": event.event_id}
+    keyed, envelope, log = loop.keyed, event.envelope(), {"loop": loop.name, "eventId": event.uid}
     try:
         if event.type in keyed.set_by:
-            row = apply_setting(keyed.set_by[event.type], envelope, event.event_id, event.admitted_at)
+            row = apply_setting(keyed.set_by[event.type], envelope, event.uid, event.admitted_at)
             model = row.as_model(loop.name)
             KeyedSchedule.objects.update_or_create(
                 loop=loop.name, key=row.key, defaults={name: getattr(model, name) for name in ROW_FIELDS if name != "key"}
@@ -317,7 +317,7 @@ def _apply_event(loop: Loop, event: Event, now: datetime) -> None:
         action = "keyed_set_refused" if event.type in keyed.set_by else "keyed_clear_refused"
         record(action, Actor.SYSTEM, at=now, event=event, data={"loop": loop.name, "problems": exc.problems})
         logger.warning(
-            "%s: %s refused for loop %s: %s", event.event_id, event.type, loop.name, exc,
+            "%s: %s refused for loop %s: %s", event.uid, event.type, loop.name, exc,
             extra={"action": action, **log},
         )
 

@@ -256,10 +256,10 @@ def schedule_view(registry: Registry, *, now: datetime, names: list[str] | None 
         states_qs = states_qs.filter(loop__in=names)
         pending_qs = pending_qs.filter(loop__in=names)
     states = {state.loop: state for state in _with_keyed_counts(states_qs, loops).values_list(*STATE_FIELDS, named=True)}
-    ticks_qs = Event.objects.filter(event_id__in=states_qs.exclude(last_event_id="").values("last_event_id"))
+    ticks_qs = Event.objects.filter(uid__in=states_qs.exclude(last_event_id="").values("last_event_id"))
     ticks = {
-        row["event_id"]: row
-        for row in ticks_qs.values("id", "event_id", "planning_outcome", "planning_reason")
+        row["uid"]: row
+        for row in ticks_qs.values("id", "uid", "planning_outcome", "planning_reason")
     }
     runs = {
         row["event_id"]: row
@@ -303,7 +303,7 @@ def recent_ticks(loop_name: str, *, limit: int = SHOWN_TICKS) -> list[dict]:
     """
     events = list(
         Event.objects.filter(loop=loop_name).order_by("-id").values(
-            "id", "event_id", "slot", "admitted_at", "payload", "planning_outcome", "planning_reason"
+            "id", "uid", "slot", "admitted_at", "payload", "planning_outcome", "planning_reason"
         )[:limit]
     )
     proposals = {
@@ -316,7 +316,7 @@ def recent_ticks(loop_name: str, *, limit: int = SHOWN_TICKS) -> list[dict]:
         run = getattr(proposal, "run", None) if proposal else None
         run_row = {"status": run.status, "outcome": run.outcome, "reason": run.reason} if run else None
         result.append({
-            "eventId": event["event_id"],
+            "eventId": event["uid"],
             "slot": _instant(event["slot"]),
             "admittedAt": _instant(event["admitted_at"]),
             "skippedSlots": event["payload"].get("skippedSlots"),

@@ -31,7 +31,7 @@ def scan(repo: str, event_id: str = "op-1") -> Run:
     """Inject a work request for ``repo`` and plan it into its auto-approved work-scan run."""
     inject(event_id, "factory.work.requested", {"repo": repo})
     tick(NOW)
-    return Run.objects.get(event__event_id=event_id)
+    return Run.objects.get(event__uid=event_id)
 
 
 def test_the_agent_gets_the_plan_on_stdin_and_answers_by_the_contract(agent, settings):

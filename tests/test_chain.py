@@ -81,13 +81,13 @@ def inject(event_id: str, type_: str, payload: dict, instant: str = "2026-11-30T
 
 
 def envelope_of(event_id: str) -> dict:
-    return Event.objects.get(event_id=event_id).envelope()
+    return Event.objects.get(uid=event_id).envelope()
 
 
 def test_one_injected_event_closes_the_loop_to_a_merged_pr_with_two_approvals(fake_agents, approver):
     inject("op-1", "factory.work.requested", {"repo": "alpha"})
     step("2026-11-30T10:00:00Z")                                  # plan: work-scan, auto (inject door)
-    work_scan = Run.objects.get(event__event_id="op-1")
+    work_scan = Run.objects.get(event__uid="op-1")
     assert (work_scan.actor, work_scan.approved_by, work_scan.plan["adapter"]) == ("inject", None, "fake")
 
     step("2026-11-30T10:01:00Z")                                  # work-scan DISPATCH → dispatch proposal
@@ -100,7 +100,7 @@ def test_one_injected_event_closes_the_loop_to_a_merged_pr_with_two_approvals(fa
         "correlationId": "op-1", "causationId": "op-1",
         "payload": {"repo": "alpha", "ticket": "DEMO-1", "evidence": {"ticket": "DEMO-1", "ownedPaths": ["src/greeting.py"]}},
     }
-    dispatch_proposal = Proposal.objects.get(event__event_id=dispatch_id)
+    dispatch_proposal = Proposal.objects.get(event__uid=dispatch_id)
     assert (dispatch_proposal.status, dispatch_proposal.actor) == ("pending", "")
     assert dispatch_proposal.plan["input"]["evidence"]["ownedPaths"] == ["src/greeting.py"]
     assert Run.objects.count() == 1                               # nothing runs before a person says so
@@ -123,8 +123,8 @@ def test_one_injected_event_closes_the_loop_to_a_merged_pr_with_two_approvals(fa
     }
 
     step("2026-11-30T10:04:00Z")                                  # work-scan NO_WORK; merge-scan MERGE
-    second_scan = Run.objects.get(event__event_id=work_again)
-    merge_scan = Run.objects.get(event__event_id=merge_request)
+    second_scan = Run.objects.get(event__uid=work_again)
+    merge_scan = Run.objects.get(event__uid=merge_request)
     assert [(r.actor, r.approved_by, r.status, r.outcome) for r in (second_scan, merge_scan)] == [
         ("chain", None, "succeeded", "NO_WORK"), ("chain", None, "succeeded", "MERGE"),
     ]
@@ -135,7 +135,7 @@ def test_one_injected_event_closes_the_loop_to_a_merged_pr_with_two_approvals(fa
         "causationId": merge_request,
         "payload": {"repo": "alpha", "prNumber": 7, "headSha": SHA, "evidence": {"prNumber": 7, "headSha": SHA, "checks": "green"}},
     }
-    apply_proposal = Proposal.objects.get(event__event_id=apply_id)
+    apply_proposal = Proposal.objects.get(event__uid=apply_id)
     assert (apply_proposal.status, apply_proposal.plan["input"]["headSha"]) == ("pending", SHA)
 
     with time_machine.travel(at("2026-11-30T10:05:00Z"), tick=False):
@@ -147,13 +147,13 @@ def test_one_injected_event_closes_the_loop_to_a_merged_pr_with_two_approvals(fa
     )
 
     # The whole story: six events of one correlation, two operator decisions, nothing pending.
-    assert list(Event.objects.filter(correlation_id="op-1").order_by("id").values_list("event_id", "type")) == [
+    assert list(Event.objects.filter(correlation_id="op-1").order_by("id").values_list("uid", "type")) == [
         ("op-1", "factory.work.requested"), (dispatch_id, "factory.dispatch.requested"),
         (work_again, "factory.work.requested"), (merge_request, "factory.merge.requested"),
         (apply_id, "factory.merge-apply.requested"),
     ]
     decisions = JournalEntry.objects.filter(action__in=["proposal_approved", "proposal_auto_approved"]).order_by("id")
-    assert [(e.action, e.actor, e.actor_name, e.event.event_id) for e in decisions] == [
+    assert [(e.action, e.actor, e.actor_name, e.event.uid) for e in decisions] == [
         ("proposal_auto_approved", "inject", "", "op-1"),
         ("proposal_approved", "operator", "alice", dispatch_id),
         ("proposal_auto_approved", "chain", "", work_again),
@@ -172,7 +172,7 @@ def test_journal_correlation_tells_one_chain_in_order(fake_agents, approver, cap
     call_command("journal", "--correlation", "op-1", "--json")
     story = json.loads(capsys.readouterr().out)
     assert [e["id"] for e in story] == sorted(e["id"] for e in story)
-    assert {e["eventId"] for e in story} == {"op-1", f"chain:{Run.objects.get(event__event_id='op-1').pk}:0"}
+    assert {e["eventId"] for e in story} == {"op-1", f"chain:{Run.objects.get(event__uid='op-1').pk}:0"}
     assert [(e["action"], e["actor"]) for e in story] == [
         ("event_admitted", "inject"),
         ("proposal_auto_approved", "inject"),
@@ -209,7 +209,7 @@ def test_not_claimed_refires_only_work(fake_agents, approver):
     approve_proposal(Proposal.objects.get(status="pending").pk, user=approver, now=at("2026-11-30T10:02:00Z"))
     step("2026-11-30T10:03:00Z")
     dispatch = Run.objects.get(definition="dispatch@1")
-    assert [(e.event_id, e.envelope["type"], e.envelope["payload"]) for e in OutboxEntry.objects.filter(run=dispatch)] == [
+    assert [(e.event_uid, e.envelope["type"], e.envelope["payload"]) for e in OutboxEntry.objects.filter(run=dispatch)] == [
         (f"chain:{dispatch.pk}:0", "factory.work.requested", {"repo": "alpha"}),
     ]
 
@@ -240,5 +240,5 @@ def test_the_admin_journal_filtered_by_correlation_shows_one_story_oldest_first(
     assert page.status_code == 200
     shown = [entry.pk for entry in page.context["cl"].result_list]
     assert shown == list(JournalEntry.objects.filter(event__correlation_id="op-1").order_by("id").values_list("id", flat=True))
-    event_page = client.get(f"/admin/runtime/event/{Event.objects.get(event_id='op-1').pk}/change/")
+    event_page = client.get(f"/admin/runtime/event/{Event.objects.get(uid='op-1').pk}/change/")
     assert "?event__correlation_id=op-1" in event_page.content.decode()

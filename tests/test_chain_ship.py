@@ -30,7 +30,7 @@ outcomes:
     step("2026-11-30T10:01:00Z")
     scan = Run.objects.get(definition="ship-scan@1")
     proposal = Proposal.objects.get(definition="ship-apply@1")
-    assert (proposal.event.event_id, proposal.event.door, proposal.event.payload) == (
+    assert (proposal.event.uid, proposal.event.door, proposal.event.payload) == (
         f"chain:{scan.pk}:0", "chain", SHIP_PAYLOAD,
     )
     assert (proposal.status, proposal.actor, proposal.decided_by) == ("pending", "", None)
@@ -45,7 +45,7 @@ def test_no_door_auto_approves_ship_apply_even_when_the_type_says_auto_in_memory
     registry = get_registry()
     ship_apply = registry.event_types["factory.ship-apply.requested"]
     assert ship_apply.human_approval_only
-    event = Event(event_id="e", type="factory.ship-apply.requested", door=door, payload=SHIP_PAYLOAD)
+    event = Event(uid="e", type="factory.ship-apply.requested", door=door, payload=SHIP_PAYLOAD)
     assert approval_policy(event, registry) == "watched"
     forged = {**registry.event_types, ship_apply.name: type(ship_apply)(**{**vars(ship_apply), "approval": "auto"})}
     assert approval_policy(event, type(registry)(**{**vars(registry), "event_types": forged})) == "watched"
@@ -58,7 +58,7 @@ def test_a_ship_apply_request_from_outside_is_still_a_pending_proposal(fake_agen
         "payload": SHIP_PAYLOAD,
     }, door=Door.GITHUB, now=at("2026-11-30T10:00:00Z"))
     step("2026-11-30T10:00:00Z")
-    assert Proposal.objects.get(event__event_id="gh-ship").status == "pending"
+    assert Proposal.objects.get(event__uid="gh-ship").status == "pending"
     assert not Run.objects.exists()
 
 

@@ -65,7 +65,7 @@ def rows(loop="customer-digest"):
 
 
 def ticks(loop="customer-digest"):
-    return list(Event.objects.filter(loop=loop).order_by("id").values_list("event_id", flat=True))
+    return list(Event.objects.filter(loop=loop).order_by("id").values_list("uid", flat=True))
 
 
 def test_a_chosen_time_sets_a_row_and_fires_at_that_local_time(registry_files):
@@ -138,7 +138,7 @@ def test_a_setting_event_that_does_not_validate_is_refused_and_the_old_row_stays
     tick("2026-11-30T06:20:01Z")
     assert rows() == before
     refused = JournalEntry.objects.filter(action="keyed_set_refused").order_by("id")
-    assert refused[0].event.event_id == bad
+    assert refused[0].event.uid == bad
     assert refused[0].data == {"loop": "customer-digest", "problems": [
         {"field": "at", "detail": "'25:00' is not a wall time: write HH:MM, 00:00 to 23:59 (e.g. 09:00)"},
         {"field": "timezone", "detail": "'Europe/Budapset' is not an IANA time zone"},
@@ -203,7 +203,7 @@ def test_downtime_catch_up_per_key(registry_files):
     finish_active_runs()
     tick("2026-12-03T12:00:00Z")  # down from 11-30 08:00 to 12-03 12:00
     assert ticks() == ["clock:customer-digest:alice:2026-11-30T08:00:00Z", "clock:customer-digest:alice:2026-12-03T08:00:00Z"]
-    assert Event.objects.get(event_id=ticks()[-1]).payload["skippedSlots"] == 2
+    assert Event.objects.get(uid=ticks()[-1]).payload["skippedSlots"] == 2
 
 
 def test_show_next_and_get_schedules_give_the_counts(registry_files, client, settings):

@@ -35,14 +35,14 @@ def finished_dispatch(registry_files, approver) -> Run:
 
 
 def admissions(event_id: str) -> int:
-    return JournalEntry.objects.filter(action="event_admitted", event__event_id=event_id).count()
+    return JournalEntry.objects.filter(action="event_admitted", event__uid=event_id).count()
 
 
 def test_a_crash_between_the_runs_end_and_publication_admits_each_chained_event_once(fake_agents, approver):
     run = finished_dispatch(fake_agents, approver)
     ids = [f"chain:{run.pk}:0", f"chain:{run.pk}:1"]
-    assert list(OutboxEntry.objects.values_list("event_id", "status")) == [(ids[0], "pending"), (ids[1], "pending")]
-    assert not Event.objects.filter(event_id__in=ids).exists()
+    assert list(OutboxEntry.objects.values_list("event_uid", "status")) == [(ids[0], "pending"), (ids[1], "pending")]
+    assert not Event.objects.filter(uid__in=ids).exists()
 
     step("2026-11-30T10:02:00Z")                    # the restarted slot loop
     step("2026-11-30T10:03:00Z")                    # and another iteration: nothing more
@@ -55,7 +55,7 @@ def test_a_publisher_dying_inside_its_transaction_leaves_the_row_pending_and_adm
     with mock.patch("runtime.services.outbox.mark_published", side_effect=RuntimeError("killed")):
         with pytest.raises(RuntimeError):
             step("2026-11-30T10:02:00Z")
-    assert not Event.objects.filter(event_id__startswith=f"chain:{run.pk}:").exists()
+    assert not Event.objects.filter(uid__startswith=f"chain:{run.pk}:").exists()
     assert set(OutboxEntry.objects.values_list("status", flat=True)) == {"pending"}
     step("2026-11-30T10:03:00Z")
     assert [admissions(f"chain:{run.pk}:{n}") for n in (0, 1)] == [1, 1]
@@ -69,7 +69,7 @@ def test_an_event_another_publisher_admitted_is_marked_published_as_a_duplicate(
     assert list(OutboxEntry.objects.filter(run=run).values_list("position", "status", "duplicate")) == [
         (0, "published", True), (1, "published", False),
     ]
-    assert admissions(first.event_id) == 1
+    assert admissions(first.event_uid) == 1
 
 
 def test_a_chained_event_the_registry_refuses_is_recorded_and_does_not_wedge_the_outbox(fake_agents):
@@ -83,12 +83,12 @@ def test_a_chained_event_the_registry_refuses_is_recorded_and_does_not_wedge_the
     inject("op-1", "factory.work.requested", {"repo": "alpha"})
     step("2026-11-30T10:00:00Z")
     step("2026-11-30T10:01:00Z")
-    run = Run.objects.get(event__event_id="op-1")
+    run = Run.objects.get(event__uid="op-1")
     bad, good = OutboxEntry.objects.filter(run=run).order_by("position")
     assert (bad.status, [e["code"] for e in bad.refusal]) == ("refused", ["invalid_payload"])
-    assert good.status == "published" and Event.objects.filter(event_id=good.event_id).exists()
+    assert good.status == "published" and Event.objects.filter(uid=good.event_uid).exists()
     refusal = JournalEntry.objects.get(action="chain_refused")
-    assert (refusal.actor, refusal.run, refusal.event.event_id, refusal.data["eventId"]) == ("chain", run, "op-1", bad.event_id)
+    assert (refusal.actor, refusal.run, refusal.event.uid, refusal.data["eventId"]) == ("chain", run, "op-1", bad.event_uid)
 
 
 def test_a_pointer_that_finds_nothing_emits_nothing_and_marks_the_run(fake_agents):
@@ -102,7 +102,7 @@ def test_a_pointer_that_finds_nothing_emits_nothing_and_marks_the_run(fake_agent
     inject("op-1", "factory.work.requested", {"repo": "alpha"})
     step("2026-11-30T10:00:00Z")
     step("2026-11-30T10:01:00Z")
-    run = Run.objects.get(event__event_id="op-1")
+    run = Run.objects.get(event__uid="op-1")
     assert (run.status, run.outcome, run.reason) == ("succeeded", "NO_WORK", "chain_broken")
     assert not OutboxEntry.objects.exists()               # not even the first, good emit
     broken = JournalEntry.objects.get(action="chain_broken")
@@ -122,7 +122,7 @@ def test_a_contract_violation_fails_the_run_before_any_edge(fake_agents, script)
     inject("op-1", "factory.work.requested", {"repo": "alpha"})
     step("2026-11-30T10:00:00Z")
     step("2026-11-30T10:01:00Z")
-    run = Run.objects.get(event__event_id="op-1")
+    run = Run.objects.get(event__uid="op-1")
     assert (run.status, run.outcome, run.reason) == ("failed", "FAILED", "output_contract_violation")
     assert not OutboxEntry.objects.exists() and Event.objects.count() == 1
     assert JournalEntry.objects.get(action="run_failed").data["violations"]

@@ -74,7 +74,7 @@ def test_a_run_in_flight_makes_the_next_tick_a_noop(registry_files):
     registry_files.write_config("schedule.yaml", "schedules:\n  heartbeat:\n    every: 60m\n")
     tick("2026-11-30T21:00:10Z")
     tick("2026-11-30T22:00:10Z")
-    second = Event.objects.get(event_id="clock:heartbeat:2026-11-30T22:00:00Z")
+    second = Event.objects.get(uid="clock:heartbeat:2026-11-30T22:00:00Z")
     assert (second.planning_outcome, second.planning_reason) == ("NOOP", "previous_run_in_flight")
     assert Run.objects.count() == 1
     assert JournalEntry.objects.get(action="event_noop").data == {"reason": "previous_run_in_flight", "loop": "heartbeat"}
@@ -154,7 +154,7 @@ def test_a_duplicate_idempotency_key_is_a_noop(registry_files):
     )
     admit_event(replay, door=Door.SCHEDULE, now=at("2026-11-30T21:01:00Z"))
     plan_pending(now=at("2026-11-30T21:01:00Z"))
-    event = Event.objects.get(event_id=replay["eventId"])
+    event = Event.objects.get(uid=replay["eventId"])
     assert (event.planning_outcome, event.planning_reason) == ("NOOP", "duplicate_idempotency_key")
     assert Run.objects.count() == 1
 
@@ -174,8 +174,8 @@ def test_human_approval_only_is_always_watched_and_type_auto_applies_to_outside_
     admit_event(envelope("release-1", "factory.release.requested", {}), door=Door.INJECT, now=now)
     admit_event(envelope("scan-1", "factory.scan.requested", {}), door=Door.INJECT, now=now)
     plan_pending(now=now)
-    release = Proposal.objects.get(event__event_id="release-1")
-    scan = Proposal.objects.get(event__event_id="scan-1")
+    release = Proposal.objects.get(event__uid="release-1")
+    scan = Proposal.objects.get(event__uid="scan-1")
     assert (release.status, release.actor) == ("pending", "")
     assert (scan.status, scan.actor, scan.decided_by) == ("approved", "inject", None)
     assert Run.objects.get().actor == "inject"

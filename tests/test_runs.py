@@ -38,7 +38,7 @@ def queue(registry_files, script: str, *, timeout=30, attempts=1, mutating=False
     }
     admit_event(envelope, door=Door.INJECT, now=NOW)
     plan_pending(now=NOW)
-    return Run.objects.get(event__event_id=event_id)
+    return Run.objects.get(event__uid=event_id)
 
 
 def test_a_contract_line_is_the_result_and_stdout_is_captured(registry_files):

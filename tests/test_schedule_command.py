@@ -80,7 +80,7 @@ def test_tick_at_a_past_instant_runs_one_iteration_without_recording_the_slot_lo
         "ticks": [{"loop": "heartbeat", "eventId": "clock:heartbeat:2026-11-30T20:55:00Z",
                    "slot": "2026-11-30T20:55:00Z", "skippedSlots": 0, "admitted": True}],
     }
-    assert Event.objects.filter(event_id="clock:heartbeat:2026-11-30T20:55:00Z").exists()
+    assert Event.objects.filter(uid="clock:heartbeat:2026-11-30T20:55:00Z").exists()
     assert not SlotLoopStatus.objects.exists()
 
 

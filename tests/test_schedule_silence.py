@@ -59,7 +59,7 @@ def test_disabling_in_the_overlay_stops_ticks_from_the_next_iteration_and_re_ena
 
     overlay.write_text(REAPER_ONLY)
     iterate(now=at("2026-12-01T02:30:00Z"))
-    ticks = list(Event.objects.filter(loop="reaper").order_by("id").values_list("event_id", "payload__skippedSlots"))
+    ticks = list(Event.objects.filter(loop="reaper").order_by("id").values_list("uid", "payload__skippedSlots"))
     assert ticks[2:] == [("clock:reaper:2026-12-01T02:00:00Z", 0)]
     view = reaper_view("2026-12-01T02:30:01Z")
     assert (view["enabled"], view["lastSlotFired"], view["nextSlotDue"]) == (True, "2026-12-01T02:00:00Z", "2026-12-01T03:00:00Z")

@@ -14,7 +14,7 @@ HOURLY_HEARTBEAT = "schedules:\n  heartbeat:\n    every: 60m\n"
 
 
 def tick_ids(loop="heartbeat"):
-    return list(Event.objects.filter(loop=loop).order_by("id").values_list("event_id", flat=True))
+    return list(Event.objects.filter(loop=loop).order_by("id").values_list("uid", flat=True))
 
 
 def test_restart_within_slot_admits_one_tick(registry_files):
@@ -60,7 +60,7 @@ def test_six_missed_slots_under_none_give_one_run_and_five_recorded_skips(regist
     finish_active_runs()
     tick("2026-12-01T03:30:00Z")  # the host slept from 21:00 to 03:30
     assert tick_ids() == ["clock:heartbeat:2026-11-30T21:00:00Z", "clock:heartbeat:2026-12-01T03:00:00Z"]
-    woke = Event.objects.get(event_id="clock:heartbeat:2026-12-01T03:00:00Z")
+    woke = Event.objects.get(uid="clock:heartbeat:2026-12-01T03:00:00Z")
     assert woke.payload["skippedSlots"] == 5
     assert Run.objects.filter(event=woke).count() == 1
     assert Run.objects.count() == 2
@@ -78,7 +78,7 @@ def test_catch_up_last_fires_the_newest_missed_slot_then_the_current(registry_fi
     tick("2026-11-30T21:00:10Z")
     tick("2026-12-01T03:30:00Z")
     tick("2026-12-01T03:30:01Z")
-    assert [(e.event_id, e.payload["skippedSlots"]) for e in Event.objects.filter(loop="sweep").order_by("id")] == [
+    assert [(e.uid, e.payload["skippedSlots"]) for e in Event.objects.filter(loop="sweep").order_by("id")] == [
         ("clock:sweep:2026-11-30T21:00:00Z", 0),
         ("clock:sweep:2026-12-01T02:00:00Z", 4),
         ("clock:sweep:2026-12-01T03:00:00Z", 0),
@@ -89,7 +89,7 @@ def test_catch_up_all_fires_every_missed_slot_in_order(registry_files):
     registry_files.write_config("schedule.yaml", overlay_loop("all", False))
     tick("2026-11-30T21:00:10Z")
     tick("2026-12-01T03:30:00Z")
-    assert [(e.event_id, e.payload["skippedSlots"]) for e in Event.objects.filter(loop="sweep").order_by("id")] == [
+    assert [(e.uid, e.payload["skippedSlots"]) for e in Event.objects.filter(loop="sweep").order_by("id")] == [
         ("clock:sweep:2026-11-30T21:00:00Z", 0),
         ("clock:sweep:2026-11-30T22:00:00Z", 0),
         ("clock:sweep:2026-11-30T23:00:00Z", 0),
@@ -105,7 +105,7 @@ def test_catch_up_all_beyond_the_limit_counts_the_rest_as_skipped(registry_files
     registry_files.write_config("schedule.yaml", overlay_loop("all", False))
     tick("2026-11-30T21:00:10Z")
     tick("2026-12-01T03:30:00Z")
-    assert [(e.event_id, e.payload["skippedSlots"]) for e in Event.objects.filter(loop="sweep").order_by("id")][1:] == [
+    assert [(e.uid, e.payload["skippedSlots"]) for e in Event.objects.filter(loop="sweep").order_by("id")][1:] == [
         ("clock:sweep:2026-12-01T02:00:00Z", 4),
         ("clock:sweep:2026-12-01T03:00:00Z", 0),
     ]
@@ -123,7 +123,7 @@ def test_disabling_stops_ticks_and_re_enabling_does_not_replay_the_disabled_slot
     registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT + "    enabled: true\n")
     tick("2026-12-01T02:10:00Z")
     assert tick_ids()[-1] == "clock:heartbeat:2026-12-01T02:00:00Z"
-    assert Event.objects.get(event_id="clock:heartbeat:2026-12-01T02:00:00Z").payload["skippedSlots"] == 0
+    assert Event.objects.get(uid="clock:heartbeat:2026-12-01T02:00:00Z").payload["skippedSlots"] == 0
     state = ScheduleState.objects.get(loop="heartbeat")
     assert (state.enabled, state.enabled_since.isoformat()) == (True, "2026-12-01T02:10:00+00:00")
 

@@ -39,7 +39,7 @@ def budapest(catch_up: str = "none", singleton: bool = True) -> str:
 
 
 def tick_ids(loop="nightly"):
-    return list(Event.objects.filter(loop=loop).order_by("id").values_list("event_id", flat=True))
+    return list(Event.objects.filter(loop=loop).order_by("id").values_list("uid", flat=True))
 
 
 # --- pure arithmetic ---------------------------------------------------------------------------

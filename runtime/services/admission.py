@@ -156,7 +156,7 @@ def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | Non
     try:
         with transaction.atomic():
             event = Event.objects.create(
-                event_id=event_id,
+                uid=event_id,
                 type=envelope["type"],
                 source=envelope["source"],
                 subject=envelope["subject"],
@@ -179,7 +179,7 @@ def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | Non
                       **_bridge_job(envelope, door)},
             )
     except IntegrityError:
-        existing = Event.objects.filter(event_id=event_id).first()
+        existing = Event.objects.filter(uid=event_id).first()
         if existing is None:
             raise
         if canonical_json(existing.envelope()) != canonical_json(_normalised(envelope)):

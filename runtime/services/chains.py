@@ -93,7 +93,7 @@ def chain_envelopes(
                 subject=subject,
                 occurred_at=now,
                 correlation_id=event.correlation_id,
-                causation_id=event.event_id,
+                causation_id=event.uid,
                 payload=payload,
             ))
     if problems:

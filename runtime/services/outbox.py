@@ -29,7 +29,7 @@ def write_outbox(run: Run, envelopes: list[dict], *, now: datetime) -> list[Outb
     if not envelopes:
         return []
     entries = OutboxEntry.objects.bulk_create([
-        OutboxEntry(run=run, position=n, event_id=envelope["eventId"], envelope=envelope, created_at=now)
+        OutboxEntry(run=run, position=n, event_uid=envelope["eventId"], envelope=envelope, created_at=now)
         for n, envelope in enumerate(envelopes)
     ])
     record(
@@ -71,11 +71,11 @@ def mark_refused(entry: OutboxEntry, errors: list[dict], *, now: datetime) -> bo
             return False
         record(
             "chain_refused", Actor.CHAIN, at=now, run=entry.run,
-            data={"eventId": entry.event_id, "type": entry.envelope.get("type"), "errors": errors},
+            data={"eventId": entry.event_uid, "type": entry.envelope.get("type"), "errors": errors},
         )
     logger.error(
-        "chain event %s refused at admission: %s", entry.event_id, errors,
-        extra={"action": "chain_refused", "eventId": entry.event_id, "run": entry.run_id},
+        "chain event %s refused at admission: %s", entry.event_uid, errors,
+        extra={"action": "chain_refused", "eventId": entry.event_uid, "run": entry.run_id},
     )
     return True
 

@@ -61,7 +61,7 @@ def idempotency_key(event: Event) -> str:
     if event.is_tick:
         slot = event.payload["slot"]
         return f"{event.loop}:{event.loop_key}:{slot}" if event.loop_key else f"{event.loop}:{slot}"
-    return event.event_id
+    return event.uid
 
 
 def singleton_key(loop: str, key: str | None) -> str:
@@ -124,7 +124,7 @@ def render_plan(definition: Definition, event: Event, registry: Registry) -> dic
         "mutating": definition.mutating,
         "timeoutSeconds": definition.timeout_seconds,
         "maxAttempts": definition.max_attempts,
-        "eventId": event.event_id,
+        "eventId": event.uid,
         "registryDigest": registry.digest,
     }
 
@@ -163,8 +163,8 @@ def plan_next_event(*, now: datetime, registry: Registry | None = None) -> Plann
         log = logger.warning if result.outcome == PlanningOutcome.REFUSED else logger.info
         log(
             "planned %s: %s %s",
-            event.event_id, result.outcome, result.reason,
-            extra={"action": "event_planned", "eventId": event.event_id, "outcome": result.outcome},
+            event.uid, result.outcome, result.reason,
+            extra={"action": "event_planned", "eventId": event.uid, "outcome": result.outcome},
         )
         return result
 

@@ -261,7 +261,7 @@ class Command(BaseCommand):
         states = {state.loop: state for state in ScheduleState.objects.all()}
         planned = [(loop, due) for loop, due, _ in plan_ticks(now=at, registry=store.current(), states=states)]
         ids = [tick_envelope(loop, due)["eventId"] for loop, due in planned]
-        existing = set(Event.objects.filter(event_id__in=ids).values_list("event_id", flat=True))
+        existing = set(Event.objects.filter(uid__in=ids).values_list("uid", flat=True))
         return [
             {"loop": loop.name, "eventId": event_id, "slot": format_instant(due.slot),
              "skippedSlots": due.skipped_slots, "alreadyAdmitted": event_id in existing}
