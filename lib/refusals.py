@@ -14,13 +14,19 @@ class Refused(Exception):
     """
 
     status: int | None = None
+    #: Whether ``str()`` starts with the code; False where the detail is the whole message
+    #: an operator reads (a log line, a command's one-line failure).
+    code_in_message: bool = True
 
     def __init__(self, code: str, detail: str, *, status: int | None = None):
         self.code = code
         self.detail = detail
         if status is not None:
             self.status = status
-        super().__init__(f"{code}: {detail}")
+        super().__init__(code, detail)
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}" if self.code_in_message else self.detail
 
     def as_errors(self) -> list[dict]:
         """``[{code, detail}]``: the refusal as the doors' 422 ``errors`` list."""

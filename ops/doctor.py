@@ -1,7 +1,7 @@
 """The doctor: the ``GET /status`` document and its anomalies (DESIGN §10, §11; spec §9).
 
 ``status_document`` is pure: it takes ``now`` and rows already read. ``collect_status``
-reads them (a constant number of queries, through ``schedule_view``) and is what
+reads them (a constant number of queries, through ``schedules_overview``) and is what
 ``GET /status`` and ``manage.py doctor`` call, so both say the same thing.
 
 The anomalies, each named in ``anomalies`` when it stands:
@@ -26,7 +26,7 @@ from runtime.registry import Registry, RegistryError, RegistryInvalid, store
 from lib.instants import format_instant
 
 from schedules.models import SlotLoopStatus
-from schedules.overview import LoopView, schedule_view
+from schedules.overview import LoopView, schedules_overview
 from .slot_loop import LOOP_NAME
 
 #: The slot loop turns every second; a last iteration older than this means the clock
@@ -48,7 +48,7 @@ def status_document(
 
     ``registry`` is the registry in force (None when none ever loaded); ``registry_errors``
     the errors of the newest load of the files on disk; ``views`` the loops as
-    ``schedule_view`` sees them; ``last_iteration_at`` the slot loop's last completed
+    ``schedules_overview`` sees them; ``last_iteration_at`` the slot loop's last completed
     iteration (None: it never ran); ``runs`` ``{"queued": n, "running": n}`` (running counts claimed runs too).
     ``ok`` is true exactly when ``anomalies`` is empty.
     """
@@ -100,7 +100,7 @@ def collect_status(*, now: datetime) -> dict:
         registry = store.current()
     except RegistryInvalid:
         registry = None
-    views = schedule_view(registry, now=now) if registry else []
+    views = schedules_overview(registry, now=now) if registry else []
     status = SlotLoopStatus.objects.filter(name=LOOP_NAME).values_list("last_iteration_at", flat=True).first()
     # Only active runs are counted: the partial indexes run_queued_idx and run_leased_idx
     # cover them, so the count does not grow with the history of finished runs.

@@ -13,7 +13,7 @@ from runtime.registry import store
 
 from .auth import AUTHENTICATION_CLASSES, TokenOrStaff
 from .doctor import collect_status
-from schedules.overview import schedule_view
+from schedules.overview import schedules_overview
 
 ERROR_CODES = {
     exceptions.NotAuthenticated: "not_authenticated",
@@ -42,7 +42,7 @@ class SchedulesView(ReadView):
 
     def get(self, request):
         store.refresh()
-        views = schedule_view(store.current(), now=timezone.now())
+        views = schedules_overview(store.current(), now=timezone.now())
         return Response([view.as_json() for view in views])
 
 

@@ -112,7 +112,7 @@ class ProposalAdmin(ReadOnlyAdmin):
                     reject_proposal(proposal.pk, user=request.user, now=now, note=request.POST.get("note", ""), via="admin")
                 done += 1
             except ApprovalRefused as exc:
-                refused.append(f"proposal {proposal.pk}: {exc.reason} ({exc.detail})")
+                refused.append(f"proposal {proposal.pk}: {exc.code} ({exc.detail})")
         verb = "approved" if decision == "approve" else "rejected"
         skipped = queryset.count() - len(pending)
         if skipped:

@@ -34,6 +34,10 @@ class Actor(models.TextChoices):
     SYSTEM = "system"
 
 
+#: The actor each door records: the door, not the envelope's ``source``, decides (DESIGN §3).
+DOOR_ACTOR = {door: Actor(door.value) for door in Door}
+
+
 class PlanningOutcome(models.TextChoices):
     PROPOSED = "PROPOSED"
     APPROVED = "APPROVED"

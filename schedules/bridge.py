@@ -37,6 +37,7 @@ from django.conf import settings
 
 from lib.envelope import make_envelope
 from lib.processes import kill_process_group
+from lib.refusals import Refused
 from lib.signing import sign
 from runtime.adapters.command import command_environment
 from runtime.services.planning import plan_time_values
@@ -69,14 +70,24 @@ EVENT_ID_PREFIX = "bridge:"
 SOURCE = "bridge"
 
 
-class BridgeError(Exception):
-    """The bridge did not admit its event and the timer's run must show it: ``reason`` is
-    one line, ``exit_code`` one of the ``EXIT_*`` constants."""
+#: The refusal code of each exit status, for logs and callers that read ``code``.
+EXIT_CODES = {
+    EXIT_FAILED: "bridge_failed",
+    EXIT_UNREACHABLE: "serve_unreachable",
+    EXIT_SIGNATURE_REFUSED: "signature_refused",
+    EXIT_EVENT_REFUSED: "event_refused",
+}
 
-    def __init__(self, exit_code: int, reason: str):
+
+class BridgeError(Refused):
+    """The bridge did not admit its event and the timer's run must show it: ``detail`` is
+    one line, ``exit_code`` one of the ``EXIT_*`` constants (``code`` names it)."""
+
+    code_in_message = False
+
+    def __init__(self, exit_code: int, detail: str):
         self.exit_code = exit_code
-        self.reason = reason
-        super().__init__(reason)
+        super().__init__(EXIT_CODES[exit_code], detail)
 
 
 @dataclass(frozen=True)

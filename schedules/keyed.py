@@ -34,6 +34,7 @@ from django.db.models import Max, Q
 
 from runtime.services.admission import admit_event
 from lib.json_pointer import PointerNotFound, resolve_pointer
+from lib.refusals import Refused
 from runtime.services.journal import record
 from runtime.models import Actor, Door, Event
 from runtime.registry import CadenceError, Keyed, KeyedSetter, Loop, Registry, parse_every
@@ -67,12 +68,15 @@ ROW_FIELDS = (
 )
 
 
-class KeyedValueError(ValueError):
-    """A setting or clearing event's values do not make a row; ``problems`` says why."""
+class KeyedValueError(Refused):
+    """A setting or clearing event's values do not make a row (code ``invalid_keyed_values``);
+    ``problems`` is ``[{field, detail}]``."""
+
+    code_in_message = False
 
     def __init__(self, problems: list[dict]):
         self.problems = problems
-        super().__init__("; ".join(f"{p['field']}: {p['detail']}" for p in problems))
+        super().__init__("invalid_keyed_values", "; ".join(f"{p['field']}: {p['detail']}" for p in problems))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The schedule view: every effective loop and what it last did (DESIGN §6, §10, §11; spec §9).
+"""The schedules overview: every effective loop and what it last did (DESIGN §6, §10, §11; spec §9).
 
 One computation serves ``GET /schedules``, ``manage.py schedule`` and the doctor, so the
 three never disagree. Reading all loops costs four queries whatever their number
@@ -240,7 +240,7 @@ def loop_view(
     )
 
 
-def schedule_view(registry: Registry, *, now: datetime, names: list[str] | None = None) -> list[LoopView]:
+def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | None = None) -> list[LoopView]:
     """Every effective loop of ``registry`` (or only ``names``), by name, as seen at ``now``.
 
     Four queries whatever the number of loops: the loops' ``ScheduleState`` rows (as

@@ -44,7 +44,7 @@ def is_fresh(state: ScheduleState | None) -> bool:
     return state is None or not state.enabled or state.last_slot is None
 
 
-def plan_ticks(*, now: datetime, registry: Registry, states: dict[str, ScheduleState]) -> list[tuple[Loop, DueSlot, bool]]:
+def due_ticks(*, now: datetime, registry: Registry, states: dict[str, ScheduleState]) -> list[tuple[Loop, DueSlot, bool]]:
     """What an iteration at ``now`` would fire: ``(loop, due slot, fresh)`` for enabled
     interval and time-of-day loops (keyed loops fire per key, ``schedules.keyed``)."""
     result = []
@@ -75,7 +75,7 @@ def emit_due_ticks(*, now: datetime, registry: Registry) -> list[TickReport]:
     _record_disabled(registry, states)
     _record_first_seen(registry, states, now)
     reports = _emit_keyed(registry, now)
-    for loop, due, fresh in plan_ticks(now=now, registry=registry, states=states):
+    for loop, due, fresh in due_ticks(now=now, registry=registry, states=states):
         envelope = tick_envelope(loop, due)
         try:
             with transaction.atomic():

@@ -17,7 +17,7 @@ from runtime.models import Door, Event, JournalEntry, Proposal
 from runtime.registry import RegistryInvalid, get_registry, load_registry
 from schedules.keyed import Row
 from schedules.models import KeyedSchedule
-from schedules.overview import schedule_view
+from schedules.overview import schedules_overview
 
 from .conftest import at
 from .helpers import finish_active_runs, tick
@@ -212,7 +212,7 @@ def test_show_next_and_get_schedules_give_the_counts(registry_files, client, set
     choose("alice", "09:00", "Europe/Budapest", "2026-11-30T06:10:00Z")
     choose("bob", "07:30", "Asia/Kolkata", "2026-11-30T06:10:00Z")
     tick("2026-11-30T06:10:01Z")
-    (view,) = schedule_view(get_registry(), now=at("2026-11-30T06:11:00Z"), names=["customer-digest"])
+    (view,) = schedules_overview(get_registry(), now=at("2026-11-30T06:11:00Z"), names=["customer-digest"])
     assert view.as_json()["keyed"] == {
         "setBy": ["customer.digest-time.chosen"], "clearedBy": ["customer.unsubscribed"], "keys": 2,
         "nextDue": "2026-11-30T08:00:00Z",
@@ -238,8 +238,8 @@ def test_a_row_overdue_for_a_minute_is_a_stopped_loop(registry_files):
     tick("2026-11-30T06:00:00Z")
     choose("alice", "09:00", "Europe/Budapest", "2026-11-30T06:10:00Z")
     tick("2026-11-30T06:10:01Z")
-    (on_time,) = schedule_view(get_registry(), now=at("2026-11-30T08:01:00Z"), names=["customer-digest"])
-    (late,) = schedule_view(get_registry(), now=at("2026-11-30T08:01:01Z"), names=["customer-digest"])
+    (on_time,) = schedules_overview(get_registry(), now=at("2026-11-30T08:01:00Z"), names=["customer-digest"])
+    (late,) = schedules_overview(get_registry(), now=at("2026-11-30T08:01:01Z"), names=["customer-digest"])
     assert (on_time.stopped, late.stopped) == (False, True)
 
 

@@ -99,7 +99,7 @@ def test_approving_while_a_run_of_the_loop_is_in_flight_is_refused_and_the_propo
     approve_proposal(older.pk, user=approver, now=at("2026-11-30T22:01:00Z"))
     with pytest.raises(ApprovalRefused) as refused:
         approve_proposal(newer.pk, user=approver, now=at("2026-11-30T22:02:00Z"))
-    assert refused.value.reason == "previous_run_in_flight"
+    assert refused.value.code == "previous_run_in_flight"
     assert Proposal.objects.get(pk=newer.pk).status == "pending"
     assert Run.objects.count() == 1
 
@@ -110,16 +110,16 @@ def test_deciding_needs_the_permission_and_a_pending_proposal(registry_files, ap
     proposal = Proposal.objects.get()
     with pytest.raises(ApprovalRefused) as refused:
         approve_proposal(proposal.pk, user=viewer, now=at("2026-11-30T21:01:00Z"))
-    assert refused.value.reason == "permission_denied"
+    assert refused.value.code == "permission_denied"
     reject_proposal(proposal.pk, user=approver, now=at("2026-11-30T21:02:00Z"), note="not tonight")
     proposal.refresh_from_db()
     assert (proposal.status, proposal.note, proposal.decided_by) == ("rejected", "not tonight", approver)
     with pytest.raises(ApprovalRefused) as refused:
         approve_proposal(proposal.pk, user=approver, now=at("2026-11-30T21:03:00Z"))
-    assert refused.value.reason == "not_pending"
+    assert refused.value.code == "not_pending"
     with pytest.raises(ApprovalRefused) as refused:
         approve_proposal(999, user=approver, now=at("2026-11-30T21:03:00Z"))
-    assert refused.value.reason == "not_found"
+    assert refused.value.code == "not_found"
     assert Run.objects.count() == 0
 
 

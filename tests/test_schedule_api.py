@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from .conftest import at
 from .helpers import tick
-from .test_schedule_view import many_loops
+from .test_schedules_overview import many_loops
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from schedules.models import ScheduleState, SlotLoopStatus
 
 from .conftest import at
 from .helpers import tick
-from .test_schedule_view import many_loops
+from .test_schedules_overview import many_loops
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import pytest
 from runtime.models import Event, Proposal, ProposalStatus, Run
 from runtime.registry import get_registry
 from ops.doctor import collect_status
-from schedules.overview import schedule_view
+from schedules.overview import schedules_overview
 from ops.slot_loop import iterate
 
 from .conftest import at
@@ -17,7 +17,7 @@ NOTHING_ENABLED = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    
 
 
 def reaper_view(instant: str) -> dict:
-    (view,) = schedule_view(get_registry(), now=at(instant), names=["reaper"])
+    (view,) = schedules_overview(get_registry(), now=at(instant), names=["reaper"])
     return view.as_json()
 
 

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from runtime.models import Event
 from runtime.registry import RegistryInvalid, get_registry, load_registry
 from lib.calendar import time_of_day, wall_instant
-from schedules.overview import expected_by, schedule_view
+from schedules.overview import expected_by, schedules_overview
 from lib.slots import DueSlot, due_slots
 
 from .conftest import at
@@ -157,7 +157,7 @@ def test_a_downtime_across_the_autumn_change_fires_the_repeat_day_once(registry_
 def test_the_view_and_schedule_next_in_utc_and_the_loops_zone(registry_files):
     registry_files.write_config("schedule.yaml", budapest())
     tick("2026-03-28T01:30:05Z")
-    (view,) = schedule_view(get_registry(), now=at("2026-03-28T02:00:00Z"), names=["nightly"])
+    (view,) = schedules_overview(get_registry(), now=at("2026-03-28T02:00:00Z"), names=["nightly"])
     document = view.as_json()
     assert (document["every"], document["cadenceSeconds"], document["at"], document["timezone"], document["days"]) == (
         None, None, "02:30", "Europe/Budapest", [],
@@ -179,11 +179,11 @@ def test_the_doctor_waits_two_expected_slots(registry_files):
     registry_files.write_config("schedule.yaml", budapest())
     tick("2026-03-27T01:30:10Z")
     loop = get_registry().loops["nightly"]
-    (view,) = schedule_view(get_registry(), now=at("2026-03-29T01:00:10Z"), names=["nightly"])
+    (view,) = schedules_overview(get_registry(), now=at("2026-03-29T01:00:10Z"), names=["nightly"])
     # Last tick 03-27 01:30:10Z; expected 03-28 01:30Z and 03-29 01:00Z (the gap day), plus the tick's latency.
     assert view.expected_by == at("2026-03-29T01:00:10Z")
     assert view.stopped is False
-    (later,) = schedule_view(get_registry(), now=at("2026-03-29T01:00:11Z"), names=["nightly"])
+    (later,) = schedules_overview(get_registry(), now=at("2026-03-29T01:00:11Z"), names=["nightly"])
     assert later.stopped is True
     assert expected_by(loop, None) is None
 

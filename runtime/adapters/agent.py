@@ -14,15 +14,19 @@ import shlex
 
 from django.conf import settings
 
+from lib.refusals import Refused
 
-class AgentUnavailable(Exception):
-    """``FACTORY_AGENT_COMMAND`` is unset or cannot be split; ``reason`` is ``agent_command_unset``."""
+from .base import CommandOutcome, Execution
+from .command import run_command
 
-    reason = "agent_command_unset"
+
+class AgentUnavailable(Refused):
+    """``FACTORY_AGENT_COMMAND`` is unset or cannot be split: code ``agent_command_unset``."""
+
+    code_in_message = False
 
     def __init__(self, detail: str):
-        self.detail = detail
-        super().__init__(detail)
+        super().__init__("agent_command_unset", detail)
 
 
 def agent_argv() -> list[str]:
@@ -39,3 +43,16 @@ def agent_argv() -> list[str]:
 def agent_stdin(plan: dict, run_id: int) -> bytes:
     """The agent's input: the plan as JSON with the run's id."""
     return json.dumps({**plan, "runId": run_id}, ensure_ascii=False).encode("utf-8")
+
+
+def execute_agent(execution: Execution) -> CommandOutcome:
+    """The ``agent`` adapter: run ``FACTORY_AGENT_COMMAND`` with the plan on stdin (DESIGN §8).
+
+    Raises AgentUnavailable when no agent command is set.
+    """
+    run = execution.run
+    return run_command(
+        agent_argv(), run_id=run.pk, run_dir=execution.run_dir, capture_name=execution.capture_name,
+        timeout_seconds=execution.timeout_seconds, stdout_cap=execution.stdout_cap,
+        while_waiting=execution.while_waiting, stdin_data=agent_stdin(run.plan, run.pk),
+    )

@@ -11,12 +11,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
 from lib.processes import kill_process_group
+
+from .base import CommandOutcome, Execution
 
 #: Environment a command sees. Secrets (FACTORY_*_SECRET, FACTORY_API_TOKEN, the
 #: operator password) are never passed; the database and directory settings are, so
@@ -29,18 +30,6 @@ TAIL_BYTES = 64 * 1024
 #: After SIGTERM to the process group, how long before SIGKILL.
 KILL_GRACE_SECONDS = 5
 POLL_SECONDS = 0.2
-
-
-@dataclass(frozen=True)
-class CommandOutcome:
-    """How a command ended: ``exit_code`` (None when killed for its time-out) and its output."""
-
-    exit_code: int | None
-    timed_out: bool
-    stdout_tail: str
-    stdout_path: str
-    not_found: str = ""
-    aborted: bool = False
 
 
 def command_environment() -> dict[str, str]:
@@ -150,4 +139,13 @@ def run_command(
         aborted=aborted,
         stdout_tail=bytes(tail).decode("utf-8", errors="replace"),
         stdout_path=str(stdout_path),
+    )
+
+
+def execute_command(execution: Execution) -> CommandOutcome:
+    """The ``command`` adapter: run the plan's argv (DESIGN §8)."""
+    return run_command(
+        execution.run.plan["argv"], run_id=execution.run.pk, run_dir=execution.run_dir,
+        capture_name=execution.capture_name, timeout_seconds=execution.timeout_seconds,
+        stdout_cap=execution.stdout_cap, while_waiting=execution.while_waiting,
     )

@@ -29,22 +29,19 @@ from django.conf import settings
 from jsonschema import Draft202012Validator
 
 from runtime.models import Run
+from lib.refusals import Refused
 from lib.strict_yaml import load_yaml
 
-from .command import POLL_SECONDS, CommandOutcome
+from .base import CommandOutcome, Execution
+from .command import POLL_SECONDS
 from .result import CONTRACT
 
 SCRIPT_NAME = "fake-outcomes.yaml"
 SCHEMA_PATH = Path("schemas") / "meta" / "fake-outcomes.schema.json"
 
 
-class FakeScriptError(Exception):
-    """The script cannot answer this run; ``reason`` is ``fake_outcomes_invalid`` or ``fake_outcome_missing``."""
-
-    def __init__(self, reason: str, detail: str):
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"{reason}: {detail}")
+class FakeScriptError(Refused):
+    """The script cannot answer this run: code ``fake_outcomes_invalid`` or ``fake_outcome_missing``."""
 
 
 def script_path() -> Path:
@@ -128,3 +125,15 @@ def run_fake(
     stdout_path = run_dir / capture_name
     stdout_path.write_text(text)
     return CommandOutcome(scripted.get("exitCode", 0), False, text, str(stdout_path))
+
+
+def execute_fake(execution: Execution) -> CommandOutcome:
+    """The ``fake`` adapter: play the run's scripted result (DESIGN §8).
+
+    Raises FakeScriptError when the script is invalid or has no rule for the run.
+    """
+    return run_fake(
+        scripted_result(execution.run, execution.definitions), run_dir=execution.run_dir,
+        capture_name=execution.capture_name, timeout_seconds=execution.timeout_seconds,
+        while_waiting=execution.while_waiting,
+    )

@@ -4,7 +4,7 @@ import json
 
 from jsonschema import Draft202012Validator
 
-from runtime.services.runs import RunResult
+from .base import RunResult
 
 CONTRACT = "factory.command-result/v1"
 

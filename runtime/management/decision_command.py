@@ -41,4 +41,4 @@ class DecisionCommand(BaseCommand):
         try:
             return decision()
         except ApprovalRefused as exc:
-            self.refuse(exc.reason, exc.detail)
+            self.refuse(exc.code, exc.detail)

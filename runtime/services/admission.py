@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from jsonschema import Draft202012Validator
 
 from .journal import record
-from runtime.models import Actor, Door, Event
+from runtime.models import DOOR_ACTOR, Door, Event
 from lib.json_text import canonical_json
 from lib.refusals import Refused
 from runtime.registry import Registry, get_registry
@@ -24,15 +24,6 @@ logger = logging.getLogger(__name__)
 
 #: eventId prefixes only one door may use: ticks and chain events have derived identities.
 RESERVED_PREFIXES = {"clock:": Door.SCHEDULE, "chain:": Door.CHAIN}
-
-DOOR_ACTOR = {
-    Door.SCHEDULE: Actor.SCHEDULE,
-    Door.CHAIN: Actor.CHAIN,
-    Door.GITHUB: Actor.GITHUB,
-    Door.EVENTS: Actor.EVENTS,
-    Door.INJECT: Actor.INJECT,
-}
-
 
 @dataclass(frozen=True)
 class Admission:

@@ -9,6 +9,8 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
+from lib.refusals import Refused
+
 from .journal import record
 from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run
 from .runs import queue_run
@@ -18,13 +20,14 @@ logger = logging.getLogger(__name__)
 APPROVE_PERMISSION = "runtime.approve_proposal"
 
 
-class ApprovalRefused(Exception):
-    """A decision that may not be taken; ``reason`` is machine-readable."""
+class ApprovalRefused(Refused):
+    """A decision that may not be taken: ``code`` is ``permission_denied`` (403),
+    ``not_found`` (404), ``not_pending`` or ``previous_run_in_flight`` (409)."""
 
-    def __init__(self, reason: str, detail: str):
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"{reason}: {detail}")
+    STATUS = {"permission_denied": 403, "not_found": 404, "not_pending": 409, "previous_run_in_flight": 409}
+
+    def __init__(self, code: str, detail: str):
+        super().__init__(code, detail, status=self.STATUS[code])
 
 
 def _check_permission(user) -> None:

@@ -22,6 +22,8 @@ class ChainBroken(Refused):
     """An edge could not be filled (code ``chain_broken``); ``problems`` is
     ``[{edge, emit, type, field, pointer, detail}]``."""
 
+    code_in_message = False
+
     def __init__(self, problems: list[dict]):
         self.problems = problems
         super().__init__(

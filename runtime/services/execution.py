@@ -11,13 +11,13 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from runtime.adapters.agent import AgentUnavailable, agent_argv, agent_stdin
-from runtime.adapters.command import run_command
-from runtime.adapters.fake import FakeScriptError, run_fake, scripted_result
+from lib.refusals import Refused
+from runtime.adapters import ADAPTERS
+from runtime.adapters.base import Execution, RunResult
 from runtime.adapters.result import result_from_output
 from runtime.models import Run
 from runtime.registry import get_registry, store
-from .runs import RunResult, claim_next_run, expire_leases, fail_attempt, finish_run, renew_lease, start_run
+from .runs import claim_next_run, expire_leases, fail_attempt, finish_run, renew_lease, start_run
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,6 @@ def execute_run(run: Run, *, worker: str) -> None:
     if not start_run(run, worker=worker, now=timezone.now()):
         return
     plan = run.plan
-    adapter = plan.get("adapter")
     registry = get_registry()
     lease_seconds = settings.FACTORY_LEASE_SECONDS
     renew_every = max(1.0, lease_seconds / 3)
@@ -50,29 +49,26 @@ def execute_run(run: Run, *, worker: str) -> None:
             logger.warning("run %s: lease lost; stopping its command", run.pk, extra={"action": "lease_lost", "run": run.pk})
         return held
 
-    run_dir = Path(settings.FACTORY_RUNS_DIR) / str(run.pk)
-    common = dict(
-        run_dir=run_dir, capture_name=plan.get("captureStdout") or "stdout.log",
-        timeout_seconds=run.timeout_seconds, while_waiting=keep_lease,
+    adapter = ADAPTERS.get(plan.get("adapter"))
+    if adapter is None:
+        finish_run(
+            run, RunResult("FAILED", False, reason="unknown_adapter", summary=f"no adapter named {plan.get('adapter')!r}"),
+            worker=worker, now=timezone.now(), registry=registry,
+        )
+        return
+    execution = Execution(
+        run=run,
+        run_dir=Path(settings.FACTORY_RUNS_DIR) / str(run.pk),
+        capture_name=plan.get("captureStdout") or "stdout.log",
+        timeout_seconds=run.timeout_seconds,
+        stdout_cap=settings.FACTORY_STDOUT_CAP_BYTES,
+        while_waiting=keep_lease,
+        definitions=registry.definitions,
     )
     try:
-        if adapter == "command":
-            outcome = run_command(plan["argv"], run_id=run.pk, stdout_cap=settings.FACTORY_STDOUT_CAP_BYTES, **common)
-        elif adapter == "agent":
-            outcome = run_command(
-                agent_argv(), run_id=run.pk, stdout_cap=settings.FACTORY_STDOUT_CAP_BYTES,
-                stdin_data=agent_stdin(plan, run.pk), **common,
-            )
-        elif adapter == "fake":
-            outcome = run_fake(scripted_result(run, registry.definitions), **common)
-        else:
-            finish_run(
-                run, RunResult("FAILED", False, reason="unknown_adapter", summary=f"no adapter named {adapter!r}"),
-                worker=worker, now=timezone.now(), registry=registry,
-            )
-            return
-    except (AgentUnavailable, FakeScriptError) as exc:
-        finish_run(run, RunResult("FAILED", False, reason=exc.reason, summary=exc.detail), worker=worker,
+        outcome = adapter(execution)
+    except Refused as exc:
+        finish_run(run, RunResult("FAILED", False, reason=exc.code, summary=exc.detail), worker=worker,
                    now=timezone.now(), registry=registry)
         return
     now = timezone.now()

@@ -16,9 +16,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from jsonschema import Draft202012Validator
 
+from lib.refusals import Refused
+
 from .journal import record
 from .runs import queue_run
 from runtime.models import (
+    DOOR_ACTOR,
     ACTIVE_RUN_STATUSES,
     Actor,
     Door,
@@ -36,7 +39,6 @@ logger = logging.getLogger(__name__)
 #: Doors whose events may follow their type's ``approval: auto`` (DESIGN §4); ticks
 #: follow their loop's policy instead.
 TYPE_AUTO_DOORS = (Door.GITHUB, Door.EVENTS, Door.INJECT, Door.CHAIN)
-DOOR_ACTOR = {door: Actor(door.value) for door in Door}
 #: Filled only when the run exists; they stay as written in a proposal's plan.
 RUN_TIME_PLACEHOLDERS = ("runId", "runDir")
 
@@ -52,8 +54,13 @@ class PlanningResult:
     run: Run | None = None
 
 
-class PlanRenderError(ValueError):
-    """A command template could not be filled from the event."""
+class PlanRenderError(Refused):
+    """A command template could not be filled from the event: code ``plan_render_failed``."""
+
+    code_in_message = False
+
+    def __init__(self, detail: str):
+        super().__init__("plan_render_failed", detail)
 
 
 def idempotency_key(event: Event) -> str:

@@ -6,7 +6,6 @@ No transaction here is held across a subprocess or any other I/O.
 """
 
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
@@ -15,26 +14,13 @@ from django.db.models import F
 from .chains import ChainBroken, chain_envelopes
 from .outbox import write_outbox
 from .journal import record
+from runtime.adapters.base import RunResult
 from runtime.models import Actor, Event, Proposal, Run, RunStatus
 from runtime.registry import Registry, get_registry
 
 logger = logging.getLogger(__name__)
 
 LEASED_STATUSES = (RunStatus.CLAIMED, RunStatus.RUNNING)
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What an adapter reports when a command finished (not for time-outs or lost leases)."""
-
-    outcome: str
-    succeeded: bool
-    reason: str = ""
-    summary: str = ""
-    data: dict | None = None
-    exit_code: int | None = None
-    stdout_path: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:

@@ -1,8 +1,11 @@
 """``manage.py health``: the heartbeat loop's target — a read-only report on the runtime itself.
 
 Prints one ``factory.command-result/v1`` line: ``HEALTHY`` or ``DEGRADED`` with the
-registry digest, queue counts, the slot loop's age and free space in the runs dir.
-It writes nothing, and exits 0 even when degraded: the report is the result.
+registry digest, queue counts, the slot loop's age, the doctor's anomalies and free
+space in the runs dir. It renders the doctor's document (``ops.doctor.collect_status``),
+so both judge the registry and the slot loop alike; a loop's own anomalies (stopped,
+pile-up) are listed but leave the runtime ``HEALTHY``. It writes nothing, and exits 0
+even when degraded: the report is the result.
 """
 
 import json
@@ -13,11 +16,8 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 from django.utils import timezone
 
-from runtime.models import ProposalStatus, Proposal, Run, RunStatus
-from runtime.registry import RegistryInvalid, load_registry
-
-#: The slot loop turns every second; older than this, the clock is not turning (DESIGN §11).
-SLOT_LOOP_STALE_SECONDS = 10
+from ops.doctor import collect_status
+from runtime.models import Proposal, ProposalStatus
 
 
 class Command(BaseCommand):
@@ -25,22 +25,18 @@ class Command(BaseCommand):
     requires_system_checks = []
 
     def handle(self, *args, **options):
-        from schedules.models import SlotLoopStatus
-
-        now = timezone.now()
         problems, data = [], {}
         try:
-            data["registryDigest"] = load_registry(settings.FACTORY_REGISTRY_DIR, settings.FACTORY_CONFIG_DIR).digest
-        except RegistryInvalid as exc:
-            problems.append(f"registry invalid ({len(exc.errors)} errors)")
-        try:
-            data["runsQueued"] = Run.objects.filter(status=RunStatus.QUEUED).count()
-            data["runsRunning"] = Run.objects.filter(status__in=[RunStatus.CLAIMED, RunStatus.RUNNING]).count()
+            status = collect_status(now=timezone.now())
+            data["registryDigest"] = status["registryDigest"]
+            data["runsQueued"] = status["runs"]["queued"]
+            data["runsRunning"] = status["runs"]["running"]
             data["pendingProposals"] = Proposal.objects.filter(status=ProposalStatus.PENDING).count()
-            status = SlotLoopStatus.objects.order_by("-last_iteration_at").first()
-            age = (now - status.last_iteration_at).total_seconds() if status else None
-            data["slotLoopAgeSeconds"] = round(age, 1) if age is not None else None
-            if age is None or age > SLOT_LOOP_STALE_SECONDS:
+            data["slotLoopAgeSeconds"] = status["loop"]["ageSeconds"]
+            data["anomalies"] = status["anomalies"]
+            if status["registryInvalid"] or status["registryDigest"] is None:
+                problems.append(f"registry invalid ({len(status['registryInvalid'])} errors)")
+            if not status["loop"]["turning"]:
                 problems.append("the slot loop is not turning")
         except DatabaseError as exc:
             problems.append(f"database unreachable: {exc.__class__.__name__}")

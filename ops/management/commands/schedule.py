@@ -27,10 +27,10 @@ from runtime.registry import RegistryInvalid, store
 from lib.instants import InstantError, format_instant, parse_instant
 from schedules.models import ScheduleState
 from schedules.keyed import rebuild
-from schedules.overview import due_keys, next_slots, recent_ticks, schedule_view
+from schedules.overview import due_keys, next_slots, recent_ticks, schedules_overview
 from ops.slot_loop import iterate
 from schedules.envelope import tick_envelope
-from schedules.ticks import plan_ticks
+from schedules.ticks import due_ticks
 
 EXIT_REFUSED = 2
 DEFAULT_NEXT = 5
@@ -116,7 +116,7 @@ class Command(BaseCommand):
         store.refresh()
         registry = store.current()
         if action == "list":
-            return self.emit(options, [v.as_json() for v in schedule_view(registry, now=now)], self.list_text)
+            return self.emit(options, [v.as_json() for v in schedules_overview(registry, now=now)], self.list_text)
         if options["loop"] not in registry.loops:
             raise CommandError(
                 f"no loop named {options['loop']!r}; `schedule list` shows the loops", returncode=EXIT_REFUSED
@@ -128,7 +128,7 @@ class Command(BaseCommand):
             report = rebuild(loop, now=now)
             document = {"loop": report.loop, "keys": report.keys, "events": report.events}
             return self.emit(options, document, lambda d: f"rebuilt {d['loop']}: {d['keys']} key(s) from {d['events']} event(s)")
-        (view,) = schedule_view(registry, now=now, names=[loop.name])
+        (view,) = schedules_overview(registry, now=now, names=[loop.name])
         if action == "show":
             document = {**view.as_json(), "ticks": recent_ticks(loop.name)}
             if loop.keyed is not None:
@@ -259,7 +259,7 @@ class Command(BaseCommand):
         the eventId is already in the events table (admission would report a duplicate)."""
         store.refresh()
         states = {state.loop: state for state in ScheduleState.objects.all()}
-        planned = [(loop, due) for loop, due, _ in plan_ticks(now=at, registry=store.current(), states=states)]
+        planned = [(loop, due) for loop, due, _ in due_ticks(now=at, registry=store.current(), states=states)]
         ids = [tick_envelope(loop, due)["eventId"] for loop, due in planned]
         existing = set(Event.objects.filter(uid__in=ids).values_list("uid", flat=True))
         return [

@@ -49,7 +49,7 @@ class Command(BaseCommand):
         try:
             outcome = run_job(job, now=now, serve_url=settings.FACTORY_SERVE_URL, secret=settings.FACTORY_EVENTS_SECRET)
         except BridgeError as exc:
-            self.fail(exc.exit_code, exc.reason)
+            self.fail(exc.exit_code, exc.detail)
         if outcome.skipped:
             self.stdout.write(f"skipped: {job.name}: the gate says nothing to do: {outcome.gate_reason}")
         elif outcome.emitted.duplicate:

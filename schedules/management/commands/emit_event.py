@@ -59,6 +59,6 @@ class Command(BaseCommand):
             emitted = emit_envelope(envelope, now=now, serve_url=settings.FACTORY_SERVE_URL,
                                     secret=settings.FACTORY_EVENTS_SECRET)
         except BridgeError as exc:
-            self.fail(exc.exit_code, exc.reason)
+            self.fail(exc.exit_code, exc.detail)
         verb = "duplicate" if emitted.duplicate else "admitted"
         self.stdout.write(f"{verb}: {emitted.event_id}")

@@ -5,7 +5,7 @@ import pytest
 from runtime.models import Run, RunStatus
 from runtime.registry import get_registry
 from schedules.models import ScheduleState
-from schedules.overview import expected_by, next_slot_due, next_slots, recent_ticks, schedule_view
+from schedules.overview import expected_by, next_slot_due, next_slots, recent_ticks, schedules_overview
 
 from .conftest import at
 from .helpers import finish_active_runs, tick
@@ -27,7 +27,7 @@ schedules:
 
 
 def items(instant: str) -> dict[str, dict]:
-    return {v.loop.name: v.as_json() for v in schedule_view(get_registry(), now=at(instant))}
+    return {v.loop.name: v.as_json() for v in schedules_overview(get_registry(), now=at(instant))}
 
 
 def test_exact_fields_of_a_kernel_an_overridden_and_an_overlay_only_loop(registry_files):
@@ -92,7 +92,7 @@ def test_next_slot_due_is_the_slot_the_slot_loop_fires_next(registry_files):
 
 def test_next_slots_from_the_next_due_and_for_a_disabled_loop(registry_files):
     tick("2026-11-30T21:07:00Z")
-    _, heartbeat, reaper = schedule_view(get_registry(), now=at("2026-11-30T21:08:00Z"))
+    _, heartbeat, reaper = schedules_overview(get_registry(), now=at("2026-11-30T21:08:00Z"))
     assert next_slots(heartbeat, count=3, now=at("2026-11-30T21:08:00Z")) == [
         at("2026-11-30T21:10:00Z"), at("2026-11-30T21:15:00Z"), at("2026-11-30T21:20:00Z"),
     ]
@@ -140,7 +140,7 @@ def test_the_view_costs_four_queries_whatever_the_number_of_loops(registry_files
     many_loops(registry_files, count)
     registry = get_registry()
     with django_assert_num_queries(4):
-        views = schedule_view(registry, now=at("2026-11-30T21:08:00Z"))
+        views = schedules_overview(registry, now=at("2026-11-30T21:08:00Z"))
     assert len(views) == count
     assert {v.pending_proposals for v in views} == {1}
     assert {v.last_outcome.value for v in views} == {"PROPOSED"}
