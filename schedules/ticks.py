@@ -12,7 +12,6 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 
 from runtime.services.admission import AdmissionRefused, admit_event
 from runtime.models import Door
@@ -21,6 +20,7 @@ from runtime.registry import Loop, Registry
 from lib.calendar import loop_rule
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
+from .state import advance_loop, keyed_states, read_states, record_disabled, record_first_seen
 from .envelope import tick_envelope
 from lib.slots import DueSlot, due_slots
 
@@ -71,16 +71,16 @@ def emit_due_ticks(*, now: datetime, registry: Registry) -> list[TickReport]:
     Each tick and its ``ScheduleState`` update commit in one transaction. Keyed loops
     first apply their setting and clearing events, then fire their due rows.
     """
-    states = {s.loop: s for s in ScheduleState.objects.all()}
-    _record_disabled(registry, states)
-    _record_first_seen(registry, states, now)
+    states = read_states()
+    record_disabled(registry, states)
+    record_first_seen(registry, states, now)
     reports = _emit_keyed(registry, now)
     for loop, due, fresh in due_ticks(now=now, registry=registry, states=states):
         envelope = tick_envelope(loop, due)
         try:
             with transaction.atomic():
                 admission = admit_event(envelope, door=Door.SCHEDULE, now=now, registry=registry)
-                _advance_state(loop.name, due.slot, envelope["eventId"], now, fresh)
+                advance_loop(loop.name, due.slot, envelope["eventId"], now, fresh=fresh)
         except AdmissionRefused as exc:
             # The load-time sample tick makes this all but impossible; if it happens, the
             # other loops still tick, and the doctor reports this one as stopped.
@@ -100,20 +100,11 @@ def emit_due_ticks(*, now: datetime, registry: Registry) -> list[TickReport]:
 
 
 def _emit_keyed(registry: Registry, now: datetime) -> list[TickReport]:
-    """Apply the keyed loops' events, then admit their due rows' ticks (``schedules.keyed``).
-
-    A keyed loop the slot loop sees re-enabled gets a new ``enabledSince``: its rows set
-    or fired before that fire their current slot with no skips.
-    """
+    """Apply the keyed loops' events, then admit their due rows' ticks (``schedules.keyed``)."""
     keyed = [loop for loop in registry.loops.values() if loop.keyed is not None]
     if not keyed:
         return []
-    ScheduleState.objects.filter(loop__in=[loop.name for loop in keyed if loop.enabled], enabled=False).update(
-        enabled=True, enabled_since=now
-    )
-    for loop in keyed:
-        ScheduleState.objects.get_or_create(loop=loop.name, defaults={"enabled": loop.enabled, "enabled_since": now})
-    states = {s.loop: s for s in ScheduleState.objects.filter(loop__in=[loop.name for loop in keyed])}
+    states = keyed_states(keyed, now)
     reports = []
     for loop in keyed:
         apply_keyed_events(loop, states[loop.name], now=now)
@@ -123,43 +114,3 @@ def _emit_keyed(registry: Registry, now: datetime) -> list[TickReport]:
                 for event_id, due, admitted in emit_keyed_ticks(loop, states[loop.name], now=now, registry=registry)
             ]
     return reports
-
-
-def _record_disabled(registry: Registry, states: dict[str, ScheduleState]) -> None:
-    """Mark loops disabled (or gone) so that re-enabling them does not replay missed slots."""
-    stale = [
-        name for name, state in states.items()
-        if state.enabled and (name not in registry.loops or not registry.loops[name].enabled)
-    ]
-    if stale:
-        ScheduleState.objects.filter(loop__in=stale, enabled=True).update(enabled=False)
-        for name in stale:
-            states[name].enabled = False
-            logger.info("loop %s is disabled; its ticks stop", name, extra={"action": "loop_disabled", "loop": name})
-
-
-def _record_first_seen(registry: Registry, states: dict[str, ScheduleState], now: datetime) -> None:
-    """Give an enabled loop the slot loop sees for the first time its ``enabledSince``.
-
-    The doctor counts a loop that never managed to tick from then (DESIGN §11); the row
-    has no last slot, so the loop still fires fresh.
-    """
-    new = [
-        ScheduleState(loop=name, enabled=True, enabled_since=now)
-        for name, loop in registry.loops.items()
-        if loop.enabled and name not in states
-    ]
-    if new:
-        ScheduleState.objects.bulk_create(new, ignore_conflicts=True)
-
-
-def _advance_state(loop: str, slot: datetime, event_id: str, now: datetime, fresh: bool) -> None:
-    state, created = ScheduleState.objects.get_or_create(
-        loop=loop, defaults={"enabled": True, "enabled_since": now}
-    )
-    if fresh and not created:
-        ScheduleState.objects.filter(pk=state.pk, enabled=False).update(enabled=True, enabled_since=now)
-        ScheduleState.objects.filter(pk=state.pk, enabled_since__isnull=True).update(enabled_since=now)
-    ScheduleState.objects.filter(pk=state.pk).filter(Q(last_slot__lt=slot) | Q(last_slot__isnull=True)).update(
-        last_slot=slot, last_event_id=event_id, last_tick_at=now
-    )
