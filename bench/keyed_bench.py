@@ -67,9 +67,9 @@ def fill(loop: str, rows: int, due: int, repeat: int) -> None:
 
 
 def measure(config_dir: Path, loop: str, due: int, repeat: int) -> list[float]:
+    from ops.slot_loop import iterate
     from runtime.models import Event
     from runtime.registry import store
-    from ops.slot_loop import iterate
 
     enable(config_dir, loop)
     store.reset()

@@ -46,9 +46,9 @@ def build_registry(root: Path, loops: int) -> tuple[Path, Path]:
 
 def fill_database(loops: int, history: int) -> None:
     """Per loop: ``history`` hourly ticks, each planned PROPOSED with a pending proposal, and its state."""
+    from lib.instants import format_instant
     from runtime.models import Door, Event, PlanningOutcome, Proposal, ProposalStatus
     from runtime.registry import get_registry
-    from lib.instants import format_instant
     from schedules.models import ScheduleState
 
     digest = get_registry().digest

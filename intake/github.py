@@ -41,9 +41,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from runtime.registry import Repo
 from lib.envelope import make_envelope
 from lib.instants import InstantError, parse_instant
+from runtime.registry import Repo
 
 #: Pull-request actions that ask for a merge review (spec §13); every other one —
 #: closed, reopened, edited, labeled, … — is ``unhandled_action``.

@@ -8,10 +8,10 @@ repos in force, then admit through ``admit_event``. The door differs, nothing el
 import logging
 from datetime import datetime
 
-from runtime.services.admission import Admission, AdmissionRefused, admit_event
 from intake.github import Ignored, Malformed, Translated, translate_delivery
 from runtime.models import Door
 from runtime.registry import get_registry
+from runtime.services.admission import Admission, AdmissionRefused, admit_event
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,6 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from .cadence import WEEKDAYS, parse_wall_time
-
 from .slots import Interval, SlotRule
 
 #: The longest run of days without a slot: a rule with one weekday fires once a week.

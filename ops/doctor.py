@@ -21,12 +21,12 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import Count
 
+from lib.instants import format_instant
 from runtime.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from runtime.registry import Registry, RegistryError, RegistryInvalid, store
-from lib.instants import format_instant
-
 from schedules.models import SlotLoopStatus
 from schedules.overview import LoopView, schedules_overview
+
 from .slot_loop import LOOP_NAME
 
 #: The slot loop turns every second; a last iteration older than this means the clock

@@ -10,10 +10,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from runtime.registry import store
+from schedules.overview import schedules_overview
 
 from .auth import AUTHENTICATION_CLASSES, TokenOrStaff
 from .doctor import collect_status
-from schedules.overview import schedules_overview
 
 ERROR_CODES = {
     exceptions.NotAuthenticated: "not_authenticated",

@@ -18,8 +18,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
 from runtime.models import Event, JournalEntry, OutboxEntry, Proposal, ProposalStatus, Run
+from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
 
 #: The journal's query-string filter for one chain's story (DESIGN §10, issue 5).
 CORRELATION_LOOKUP = "event__correlation_id"

@@ -7,9 +7,9 @@ secret is blank but not empty, or the two intake secrets are the same. ``runtime
 root does not exist (command definitions would fail at run time).
 """
 
-from django.conf import settings
 from pathlib import Path
 
+from django.conf import settings
 from django.core.checks import Error, Warning, register
 
 from runtime.registry import RegistryInvalid, store

@@ -1,7 +1,8 @@
 """The JSON items of the read commands (DESIGN §10): camelCase, as the envelope; ids are integers."""
 
-from .models import Event, JournalEntry, Proposal, Run
 from lib.instants import format_instant
+
+from .models import Event, JournalEntry, Proposal, Run
 
 
 def _instant(value):

@@ -35,18 +35,17 @@ from pathlib import Path
 
 from django.conf import settings
 
+from lib.calendar import calendar_slot
 from lib.envelope import make_envelope
+from lib.instants import format_instant
 from lib.processes import kill_process_group
 from lib.refusals import Refused
 from lib.signing import sign
+from lib.slots import slot_floor
 from runtime.adapters.command import command_environment
-from runtime.services.planning import plan_time_values
 from runtime.registry import Job
 from runtime.registry.model import PLACEHOLDER
-from lib.instants import format_instant
-
-from lib.calendar import calendar_slot
-from lib.slots import slot_floor
+from runtime.services.planning import plan_time_values
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +139,7 @@ def run_command(kind: str, job: Job, argv: tuple[str, ...], timeout_seconds: int
             cwd=settings.FACTORY_ROOT, env=command_environment(), start_new_session=True,
         )
     except OSError as exc:
-        raise BridgeError(EXIT_FAILED, f"{kind} command of {job.name} cannot start: {filled[0]}: {exc.strerror or exc}")
+        raise BridgeError(EXIT_FAILED, f"{kind} command of {job.name} cannot start: {filled[0]}: {exc.strerror or exc}") from None
     try:
         output, _ = process.communicate(timeout=timeout_seconds)
     except subprocess.TimeoutExpired:

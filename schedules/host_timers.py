@@ -22,8 +22,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from runtime.registry import Job
 from lib.cadence import WEEKDAYS
+from runtime.registry import Job
 
 from .bridge import DRY_TIMEOUT_SECONDS, GATE_TIMEOUT_SECONDS, POST_TIMEOUT_SECONDS
 

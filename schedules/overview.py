@@ -10,21 +10,21 @@ Instants are written ``YYYY-MM-DDTHH:MM:SSZ`` (``lib.instants.format_instant``).
 """
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Protocol
-from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Case, Count, Min, OuterRef, QuerySet, Subquery, When
 
+from lib.calendar import loop_rule
+from lib.instants import format_instant
+from lib.slots import due_slots, slot_floor
 from runtime.models import TERMINAL_RUN_STATUSES, Event, Proposal, ProposalStatus, Run
 from runtime.registry import Loop, Registry
-from lib.instants import format_instant
 
-from lib.calendar import loop_rule
 from .keyed import Row
 from .models import KeyedSchedule, ScheduleState
-from lib.slots import due_slots, slot_floor
 from .ticks import is_fresh
 
 #: An enabled loop with no admitted tick for more than this many intervals has stopped

@@ -13,16 +13,16 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from runtime.services.admission import AdmissionRefused, admit_event
+from lib.calendar import loop_rule
+from lib.slots import DueSlot, due_slots
 from runtime.models import Door
 from runtime.registry import Loop, Registry
+from runtime.services.admission import AdmissionRefused, admit_event
 
-from lib.calendar import loop_rule
+from .envelope import tick_envelope
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
 from .state import advance_loop, keyed_states, read_states, record_disabled, record_first_seen
-from .envelope import tick_envelope
-from lib.slots import DueSlot, due_slots
 
 logger = logging.getLogger(__name__)
 

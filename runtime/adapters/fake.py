@@ -28,9 +28,9 @@ import yaml
 from django.conf import settings
 from jsonschema import Draft202012Validator
 
-from runtime.models import Run
 from lib.refusals import Refused
 from lib.strict_yaml import load_yaml
+from runtime.models import Run
 
 from .base import CommandOutcome, Execution
 from .command import POLL_SECONDS

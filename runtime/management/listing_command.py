@@ -5,7 +5,6 @@ import json
 
 from django.core.management.base import BaseCommand
 
-
 MAX_LIMIT = 100_000
 
 
@@ -52,9 +51,9 @@ class ListingCommand(BaseCommand):
             return
         rows = [[self.cell(item, column) for column in self.columns] for item in items]
         widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(self.columns)]
-        self.stdout.write("  ".join(c.ljust(w) for c, w in zip(self.columns, widths)).rstrip())
+        self.stdout.write("  ".join(c.ljust(w) for c, w in zip(self.columns, widths, strict=True)).rstrip())
         for row in rows:
-            self.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+            self.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
     @staticmethod
     def cell(item: dict, column: str) -> str:

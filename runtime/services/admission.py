@@ -13,12 +13,13 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from jsonschema import Draft202012Validator
 
-from .journal import record
-from runtime.models import DOOR_ACTOR, Door, Event
+from lib.instants import InstantError, format_instant, parse_instant
 from lib.json_text import canonical_json
 from lib.refusals import Refused
+from runtime.models import DOOR_ACTOR, Door, Event
 from runtime.registry import Registry, get_registry
-from lib.instants import InstantError, format_instant, parse_instant
+
+from .journal import record
 
 logger = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 from lib.refusals import Refused
+from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run
 
 from .journal import record
-from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run
 from .runs import queue_run
 
 logger = logging.getLogger(__name__)

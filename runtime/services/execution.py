@@ -17,6 +17,7 @@ from runtime.adapters.base import Execution, RunResult
 from runtime.adapters.result import result_from_output
 from runtime.models import Run
 from runtime.registry import get_registry, store
+
 from .runs import claim_next_run, expire_leases, fail_attempt, finish_run, renew_lease, start_run
 
 logger = logging.getLogger(__name__)

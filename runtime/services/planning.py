@@ -17,12 +17,9 @@ from django.db import IntegrityError, transaction
 from jsonschema import Draft202012Validator
 
 from lib.refusals import Refused
-
-from .journal import record
-from .runs import queue_run
 from runtime.models import (
-    DOOR_ACTOR,
     ACTIVE_RUN_STATUSES,
+    DOOR_ACTOR,
     Actor,
     Door,
     Event,
@@ -33,6 +30,9 @@ from runtime.models import (
 )
 from runtime.registry import Definition, Registry, get_registry
 from runtime.registry.model import PLACEHOLDER
+
+from .journal import record
+from .runs import queue_run
 
 logger = logging.getLogger(__name__)
 

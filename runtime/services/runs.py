@@ -11,12 +11,13 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.db.models import F
 
-from .chains import ChainBroken, chain_envelopes
-from .outbox import write_outbox
-from .journal import record
 from runtime.adapters.base import RunResult
 from runtime.models import Actor, Event, Proposal, Run, RunStatus
 from runtime.registry import Registry, get_registry
+
+from .chains import ChainBroken, chain_envelopes
+from .journal import record
+from .outbox import write_outbox
 
 logger = logging.getLogger(__name__)
 

@@ -14,13 +14,13 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from runtime.services.admission import Admission, admit_event
-from lib.json_text import decode_json
-from lib.refusals import Refused
 from intake.github import Ignored
 from intake.services import receive_github_delivery
+from lib.json_text import decode_json
+from lib.refusals import Refused
 from runtime.models import Door
 from runtime.registry import RegistryInvalid, get_registry
+from runtime.services.admission import Admission, admit_event
 
 EXIT_REFUSED = 2
 

@@ -25,9 +25,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from lib.processes import SUPERVISOR_PID_VARIABLE, die_with_parent
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
-from lib.processes import SUPERVISOR_PID_VARIABLE, die_with_parent
 
 #: The demo's settings, relative to the project directory (docs/demo.md).
 DEMO_ENV_FILE = "demo/demo.env"

@@ -22,14 +22,14 @@ from zoneinfo import ZoneInfo
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from lib.instants import InstantError, format_instant, parse_instant
+from ops.slot_loop import iterate
 from runtime.models import Event
 from runtime.registry import RegistryInvalid, store
-from lib.instants import InstantError, format_instant, parse_instant
-from schedules.models import ScheduleState
-from schedules.keyed import rebuild
-from schedules.overview import due_keys, next_slots, recent_ticks, schedules_overview
-from ops.slot_loop import iterate
 from schedules.envelope import tick_envelope
+from schedules.keyed import rebuild
+from schedules.models import ScheduleState
+from schedules.overview import due_keys, next_slots, recent_ticks, schedules_overview
 from schedules.ticks import due_ticks
 
 EXIT_REFUSED = 2
@@ -39,7 +39,7 @@ MAX_NEXT = 1000
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in [headers, *rows]]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in [headers, *rows]]
     return "\n".join(lines)
 
 
@@ -215,7 +215,7 @@ class Command(BaseCommand):
         note = "" if document["enabled"] else " (disabled: the slots it would fire if enabled)"
         if "local" in document:
             width = max(len(s) for s in document["slots"])
-            slots = [f"{utc.ljust(width)}  {local} {document['timezone']}" for utc, local in zip(document["slots"], document["local"])]
+            slots = [f"{utc.ljust(width)}  {local} {document['timezone']}" for utc, local in zip(document["slots"], document["local"], strict=True)]
         else:
             slots = document["slots"]
         return "\n".join([f"next slots of {document['loop']}{note}:", *slots])
@@ -265,7 +265,7 @@ class Command(BaseCommand):
         return [
             {"loop": loop.name, "eventId": event_id, "slot": format_instant(due.slot),
              "skippedSlots": due.skipped_slots, "alreadyAdmitted": event_id in existing}
-            for (loop, due), event_id in zip(planned, ids)
+            for (loop, due), event_id in zip(planned, ids, strict=True)
         ]
 
     @staticmethod

@@ -6,8 +6,8 @@ exit 2 when refused (no permission, not pending, a run of the loop in flight).
 
 from django.utils import timezone
 
-from runtime.services.approval import approve_proposal
 from runtime.management.decision_command import DecisionCommand
+from runtime.services.approval import approve_proposal
 
 
 class Command(DecisionCommand):

@@ -30,7 +30,7 @@ class Command(BaseCommand):
                 for error in exc.errors:
                     self.stderr.write(str(error))
                 self.stderr.write(f"registry invalid: {len(exc.errors)} error(s)")
-            raise SystemExit(1)
+            raise SystemExit(1) from None
         if options["action"] == "digest":
             self.stdout.write(json.dumps({"registryDigest": registry.digest}) if options["json"] else registry.digest)
             return

@@ -2,8 +2,8 @@
 
 from django.utils import timezone
 
-from runtime.services.approval import reject_proposal
 from runtime.management.decision_command import DecisionCommand
+from runtime.services.approval import reject_proposal
 
 
 class Command(DecisionCommand):
