@@ -1,4 +1,4 @@
-"""Benchmark: ``schedule list --json`` and ``GET /schedules`` with 10,000 loops (issue 4).
+"""Benchmark: ``schedule list --json`` and ``GET /schedules`` with 10,000 loops.
 
 Not a test. Builds a throw-away registry of N watched loops (copies of the reaper,
 enabled), a throw-away SQLite database (or the empty database ``--database-url`` names,

@@ -132,7 +132,7 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
-# --- the runtime's own settings (DESIGN §10) ---------------------------------------
+# --- the runtime's own settings (docs/design.md §10) ---------------------------------------
 FACTORY_REGISTRY_DIR = Path(env.str("FACTORY_REGISTRY_DIR", default=str(BASE_DIR / "registry")))
 FACTORY_CONFIG_DIR = Path(env.str("FACTORY_CONFIG_DIR", default=str(BASE_DIR / "config")))
 FACTORY_ROOT = Path(env.str("FACTORY_ROOT", default=str(BASE_DIR / "examples" / "factory")))
@@ -146,7 +146,7 @@ FACTORY_LEASE_SECONDS = env.int("FACTORY_LEASE_SECONDS", default=60)
 FACTORY_STDOUT_CAP_BYTES = env.int("FACTORY_STDOUT_CAP_BYTES", default=1024 * 1024)
 FACTORY_SERVE_URL = env.str("FACTORY_SERVE_URL", default="http://127.0.0.1:7522")
 FACTORY_AGENT_COMMAND = env.str("FACTORY_AGENT_COMMAND", default="")
-# The demo and tests: plan every agent definition with the fake adapter (DESIGN §8).
+# The demo and tests: plan every agent definition with the fake adapter (docs/design.md §8).
 FACTORY_FAKE_AGENTS = env.bool("FACTORY_FAKE_AGENTS", default=False)
 FACTORY_OPERATOR_USERNAME = env.str("FACTORY_OPERATOR_USERNAME", default="operator")
 FACTORY_OPERATOR_PASSWORD = env.str("FACTORY_OPERATOR_PASSWORD", default="")

@@ -2,7 +2,7 @@
 
 The registry is loaded here, at import: ``runserve`` starts gunicorn with ``--preload``,
 so the master loads it once and every worker — including one forked later, while a
-bad change sits on disk — starts with that good registry to fall back on (DESIGN §4).
+bad change sits on disk — starts with that good registry to fall back on (docs/design.md §4).
 No database connection is opened here, so none crosses the fork.
 """
 

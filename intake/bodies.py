@@ -1,4 +1,4 @@
-"""Raw request bodies: read with a size cap, check the content type, decode JSON (DESIGN §10, §12).
+"""Raw request bodies: read with a size cap, check the content type, decode JSON (docs/design.md §10, §12).
 
 The intake doors read the body themselves from the request stream, never through
 ``request.body`` or ``request.data``: a signature is over the bytes as received, and
@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from lib.json_text import decode_json
 from lib.refusals import Refused
 
-#: 1 MiB: the cap of every JSON route but /github (DESIGN §10).
+#: 1 MiB: the cap of every JSON route but /github (docs/design.md §10).
 EVENTS_MAX_BODY_BYTES = 1024 * 1024
 #: 25 MiB: GitHub caps a webhook delivery at 25 MB, and /github must take every delivery GitHub can send.
 GITHUB_MAX_BODY_BYTES = 25 * 1024 * 1024

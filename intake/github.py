@@ -1,4 +1,4 @@
-"""GitHub deliveries → ``factory.event/v1`` envelopes: the translation table of spec §13.
+"""GitHub deliveries → ``factory.event/v1`` envelopes: the translation table of docs/intake.md.
 
 ``translate_delivery(kind, delivery_id, payload, repos, now=...)`` is one pure function:
 the delivery's ``X-GitHub-Event``, ``X-GitHub-Delivery`` and parsed body, and the repos of
@@ -11,7 +11,7 @@ the delivery's ``X-GitHub-Event``, ``X-GitHub-Delivery`` and parsed body, and th
 - ``Malformed(errors)`` — answered 422: ``missing_delivery_id``, ``malformed_payload``,
   ``ambiguous_pull_request_head``.
 
-The table (spec §13 and issue 3):
+The table (docs/intake.md):
 
 =============  ================================================  ==================================
 kind           condition                                         envelope
@@ -27,7 +27,7 @@ workflow_run   completed, failure, repo configured (report-only  ``github.workfl
                                                                  ``{repo: owner/name, runId}``
 =============  ================================================  ==================================
 
-Decisions fixed by issue 3 and written down in docs/intake.md: a run whose ``event`` is not
+Decisions written down in docs/intake.md: a run whose ``event`` is not
 ``pull_request`` or whose ``pull_requests`` is empty (a fork's pull request) is
 ``not_pull_request_head``; more than one PR targeting the base is
 ``ambiguous_pull_request_head``; a run not ``completed``, or concluded neither success nor
@@ -45,7 +45,7 @@ from lib.envelope import make_envelope
 from lib.instants import InstantError, parse_instant
 from runtime.registry import Repo
 
-#: Pull-request actions that ask for a merge review (spec §13); every other one —
+#: Pull-request actions that ask for a merge review (docs/intake.md); every other one —
 #: closed, reopened, edited, labeled, … — is ``unhandled_action``.
 PULL_REQUEST_ACTIONS = ("opened", "synchronize", "ready_for_review")
 #: The only workflow_run action that carries a conclusion; requested/in_progress are ignored.
@@ -53,7 +53,7 @@ WORKFLOW_RUN_ACTIONS = ("completed",)
 #: Conclusions of a completed run that translate; cancelled, skipped, timed_out,
 #: neutral, action_required, stale, startup_failure are ``unhandled_action``.
 WORKFLOW_RUN_CONCLUSIONS = ("success", "failure")
-#: The run ``event`` whose success is a pull request's green head (spec §13).
+#: The run ``event`` whose success is a pull request's green head (docs/intake.md).
 PULL_REQUEST_RUN_EVENT = "pull_request"
 #: Kinds translated at all; ping, push, issues and every other kind are ``unhandled_event``.
 HANDLED_KINDS = ("pull_request", "workflow_run")
@@ -200,7 +200,7 @@ def _workflow_run(delivery_id: str, payload: dict, repos: tuple[Repo, ...], now:
 def translate_delivery(
     kind: str | None, delivery_id: str | None, payload, repos: tuple[Repo, ...], *, now: datetime
 ) -> Translation:
-    """Map one GitHub delivery to an envelope, an ignore reason or a refusal (spec §13).
+    """Map one GitHub delivery to an envelope, an ignore reason or a refusal (docs/intake.md).
 
     ``kind`` is ``X-GitHub-Event``, ``delivery_id`` is ``X-GitHub-Delivery`` (None when
     absent), ``payload`` the parsed body (any JSON value), ``repos`` the configured repos,

@@ -1,4 +1,4 @@
-"""Intake services shared by the HTTP doors and ``inject`` (DESIGN §3, spec §13 replay parity).
+"""Intake services shared by the HTTP doors and ``inject`` (docs/design.md §3; docs/intake.md).
 
 ``receive_github_delivery`` is what ``POST /github`` does after the signature and the body
 checks, and what ``inject --github-event`` does with no signature: translate with the

@@ -1,4 +1,4 @@
-"""Signature checks of the two HTTP doors, over the raw bytes received (DESIGN §10, spec §13).
+"""Signature checks of the two HTTP doors, over the raw bytes received (docs/design.md §10; docs/intake.md).
 
 Both schemes are HMAC-SHA256 written ``sha256=<64 hex>`` and compared in constant time
 (``hmac.compare_digest``) against the bytes exactly as they arrived — never a re-serialised
@@ -8,7 +8,7 @@ body, whose escapes and key order would differ.
   timestamp in unix seconds and within ``TIMESTAMP_TOLERANCE_SECONDS`` of ``now``.
 - ``/github``: GitHub's ``X-Hub-Signature-256`` over the body alone. GitHub signs no
   timestamp, so there is no staleness window; a replayed capture is bounded by the
-  delivery-id deduplication instead (spec §13).
+  delivery-id deduplication instead (docs/intake.md).
 
 Each check returns nothing or raises ``SignatureRefused(code, detail)``, which the views
 answer with 401 ``{error: code, detail}``. The HMAC itself is ``lib.signing``.
@@ -20,7 +20,7 @@ from datetime import datetime
 from lib.refusals import Refused
 from lib.signing import signature_matches
 
-#: ±300 s: the window a signed ``/events`` timestamp must fall in (DESIGN §10).
+#: ±300 s: the window a signed ``/events`` timestamp must fall in (docs/design.md §10).
 TIMESTAMP_TOLERANCE_SECONDS = 300
 #: Unix seconds as GitHub-style tools and ``date +%s`` write them: digits only, no sign.
 TIMESTAMP_PATTERN = re.compile(r"^[0-9]{1,12}$")
@@ -68,7 +68,7 @@ def verify_factory_signature(
 
 
 def verify_github_signature(secret: str, *, signature_256: str | None, signature_1: str | None, body: bytes) -> None:
-    """Check a ``/github`` delivery: ``X-Hub-Signature-256`` over the raw body (spec §13).
+    """Check a ``/github`` delivery: ``X-Hub-Signature-256`` over the raw body (docs/intake.md).
 
     ``signature_1`` is the legacy ``X-Hub-Signature`` (SHA-1): never enough on its own,
     it only sharpens the refusal. Raises ``SignatureRefused`` with ``route_disabled``,

@@ -1,4 +1,4 @@
-"""The intake doors (DESIGN §10): signed factory events and GitHub deliveries."""
+"""The intake doors (docs/design.md §10): signed factory events and GitHub deliveries."""
 
 from django.urls import path
 

@@ -1,4 +1,4 @@
-"""The HTTP doors: ``POST /events`` and ``POST /github`` (DESIGN §10, §12; spec §13).
+"""The HTTP doors: ``POST /events`` and ``POST /github`` (docs/design.md §10, §12; docs/intake.md).
 
 Both views read the raw body themselves (``intake.bodies.read_body``), check in the order
 size → signature → content type → JSON → envelope or translation, and answer every refusal
@@ -114,7 +114,7 @@ class EventsView(IntakeView):
 
 
 class GitHubView(IntakeView):
-    """``POST /github``: a GitHub webhook delivery, translated by spec §13, admitted through the ``github`` door."""
+    """``POST /github``: a GitHub webhook delivery, translated as docs/intake.md tables it, admitted through the ``github`` door."""
 
     def post(self, request):
         now = timezone.now()

@@ -1,5 +1,5 @@
-"""The cadence grammars: ``every`` (DESIGN §4), a positive integer and one of s, m, h, d;
-``at`` (DESIGN §6), a wall time "HH:MM"."""
+"""The cadence grammars: ``every`` (docs/design.md §4), a positive integer and one of s, m, h, d;
+``at`` (docs/design.md §6), a wall time "HH:MM"."""
 
 import re
 from datetime import time
@@ -7,7 +7,7 @@ from datetime import time
 WALL_TIME_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 CADENCE_PATTERN = re.compile(r"^([1-9][0-9]{0,8})([smhd])$")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-#: The ``days`` of a time-of-day loop, in ``date.weekday()`` order (DESIGN §6).
+#: The ``days`` of a time-of-day loop, in ``date.weekday()`` order (docs/design.md §6).
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 

@@ -1,10 +1,10 @@
-"""Time-of-day slots: a wall-clock time in an IANA zone, as UTC instants (DESIGN §6).
+"""Time-of-day slots: a wall-clock time in an IANA zone, as UTC instants (docs/design.md §6).
 
 The one implementation of calendar arithmetic: time-of-day loops, keyed rows with an
-``at`` rule, and the host clock bridge's calendar jobs (spec §15) all use it. Pure
+``at`` rule, and the host clock bridge's calendar jobs (docs/host-clock.md) all use it. Pure
 functions; ``zoneinfo`` for the zones, never the server's.
 
-Daylight-saving time (DESIGN §6): a wall time that does not exist on a day (spring
+Daylight-saving time (docs/design.md §6): a wall time that does not exist on a day (spring
 forward) fires once at the first instant after the gap; an ambiguous one (fall back)
 fires once, at its first occurrence. Every allowed day has exactly one slot.
 """
@@ -22,7 +22,7 @@ _WEEK = 7
 
 
 def wall_instant(day: date, at: time, zone: ZoneInfo) -> datetime:
-    """The UTC instant of wall time ``at`` on ``day`` in ``zone`` (DESIGN §6 rules).
+    """The UTC instant of wall time ``at`` on ``day`` in ``zone`` (docs/design.md §6 rules).
 
     An ambiguous wall time (fall back) is its first occurrence; one that does not exist
     (spring forward) is the first instant after the gap, i.e. the transition itself —
@@ -106,7 +106,7 @@ def time_of_day(at: str, timezone: str, days: tuple[str, ...] = ()) -> TimeOfDay
     """The rule of ``at`` ("HH:MM") in the IANA zone ``timezone`` on ``days`` (all when empty).
 
     Raises ValueError for a bad time or weekday and ``zoneinfo.ZoneInfoNotFoundError``
-    (a KeyError) for an unknown zone; the registry loader refuses both at load (DESIGN §6).
+    (a KeyError) for an unknown zone; the registry loader refuses both at load (docs/design.md §6).
     """
     wall = parse_wall_time(at)
     unknown = [d for d in days if d not in WEEKDAYS]

@@ -1,4 +1,4 @@
-"""UTC instants as text: the slot format of eventIds and RFC 3339 parsing (DESIGN §3, §5)."""
+"""UTC instants as text: the slot format of eventIds and RFC 3339 parsing (docs/design.md §3, §5)."""
 
 import re
 from datetime import UTC, datetime

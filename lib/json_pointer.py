@@ -1,4 +1,4 @@
-"""RFC 6901 JSON Pointer evaluation over parsed JSON (DESIGN §4 edges, §6 keyed schedules)."""
+"""RFC 6901 JSON Pointer evaluation over parsed JSON (docs/design.md §4 edges, §6 keyed schedules)."""
 
 import re
 

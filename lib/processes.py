@@ -1,7 +1,7 @@
 """Processes: signal handling for long-running commands, children that die with their
 parent, and killing a command's whole process group.
 
-SIGTERM and SIGINT set a flag the loops check (STYLE 9).
+SIGTERM and SIGINT set a flag the loops check.
 
 Children of ``runserve`` also stop when the supervisor is gone (killed with SIGKILL,
 say): they would otherwise go on ticking and running work nobody supervises, and

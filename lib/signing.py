@@ -1,4 +1,4 @@
-"""HMAC-SHA256 signatures written ``sha256=<hex>``, compared in constant time (spec §13).
+"""HMAC-SHA256 signatures written ``sha256=<hex>``, compared in constant time (docs/intake.md).
 
 Both intake doors and the host clock bridge sign and check this way; the message is
 always the raw bytes as sent, never a re-serialised body.

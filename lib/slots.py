@@ -1,8 +1,8 @@
-"""Slot arithmetic: pure functions of ``now`` (DESIGN §5, §6).
+"""Slot arithmetic: pure functions of ``now`` (docs/design.md §5, §6).
 
 A loop's slots come from its **slot rule**: ``Interval`` (the epoch floor of an instant
-by the cadence, in UTC, with no offsets — DESIGN §5) or ``lib.calendar.TimeOfDay``
-(a wall-clock time in an IANA zone — DESIGN §6). ``due_slots`` applies the catch-up
+by the cadence, in UTC, with no offsets — docs/design.md §5) or ``lib.calendar.TimeOfDay``
+(a wall-clock time in an IANA zone — docs/design.md §6). ``due_slots`` applies the catch-up
 policies to any rule, so intervals and time-of-day slots are caught up and counted the
 same way.
 """
@@ -46,7 +46,7 @@ def slot_floor(instant: datetime, cadence_seconds: int) -> datetime:
 
 @dataclass(frozen=True)
 class Interval:
-    """The slots of ``every``: multiples of ``seconds`` since the epoch, in UTC (DESIGN §5)."""
+    """The slots of ``every``: multiples of ``seconds`` since the epoch, in UTC (docs/design.md §5)."""
 
     seconds: int
 
@@ -78,7 +78,7 @@ def due_slots(
     now: datetime,
     catchup_limit: int,
 ) -> list[DueSlot]:
-    """The slots one iteration at ``now`` fires, in order (DESIGN §5; §6 for time of day).
+    """The slots one iteration at ``now`` fires, in order (docs/design.md §5; §6 for time of day).
 
     ``fresh``: the loop never fired or was just re-enabled; it fires the current slot
     with no skips (slots while disabled are not missed). Otherwise, with ``between``

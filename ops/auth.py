@@ -1,4 +1,4 @@
-"""Who may read ``GET /schedules`` and ``GET /status`` (DESIGN §10).
+"""Who may read ``GET /schedules`` and ``GET /status`` (docs/design.md §10).
 
 A client presents ``Authorization: Bearer <FACTORY_API_TOKEN>`` (compared in constant
 time); a person uses a staff session of the admin. Anonymous → 401, a signed-in

@@ -1,4 +1,4 @@
-"""The doctor: the ``GET /status`` document and its anomalies (DESIGN §10, §11; spec §9).
+"""The doctor: the ``GET /status`` document and its anomalies (docs/design.md §10, §11; docs/schedules.md).
 
 ``status_document`` is pure: it takes ``now`` and rows already read. ``collect_status``
 reads them (a constant number of queries, through ``schedules_overview``) and is what
@@ -13,7 +13,7 @@ The anomalies, each named in ``anomalies`` when it stands:
 - ``proposalPileUps`` — a watched loop with more than ``FACTORY_PILEUP_THRESHOLD``
   pending proposals: mis-cadenced, or nobody is watching it;
 - ``registryInvalid`` — the registry or overlay on disk does not validate; the last good
-  registry stays in force (DESIGN §4).
+  registry stays in force (docs/design.md §4).
 """
 
 from datetime import datetime
@@ -30,7 +30,7 @@ from schedules.overview import LoopView, schedules_overview
 from .slot_loop import LOOP_NAME
 
 #: The slot loop turns every second; a last iteration older than this means the clock
-#: has stopped (DESIGN §11). Ten seconds leave room for a slow iteration or a busy database.
+#: has stopped (docs/design.md §11). Ten seconds leave room for a slow iteration or a busy database.
 SLOT_LOOP_STALE_SECONDS = 10
 
 

@@ -1,4 +1,4 @@
-"""The one-second slot loop: re-read the registry, fire ticks, publish the outbox, plan events (DESIGN §5, §7, §8).
+"""The one-second slot loop: re-read the registry, fire ticks, publish the outbox, plan events (docs/design.md §5, §7, §8).
 
 ``iterate`` is one iteration at a named instant and composes the layers below: tick
 emission (``schedules.ticks``), outbox publication and planning (``runtime.services``);

@@ -1,4 +1,4 @@
-"""Routes of the schedules app: the schedule view and the doctor's status (DESIGN §10)."""
+"""Routes of the schedules app: the schedule view and the doctor's status (docs/design.md §10)."""
 
 from django.urls import path
 

@@ -1,4 +1,4 @@
-"""``GET /schedules`` and ``GET /status`` (DESIGN §10, §11).
+"""``GET /schedules`` and ``GET /status`` (docs/design.md §10, §11).
 
 Both answer from the same computations as ``manage.py schedule list --json`` and
 ``manage.py doctor``; ``now`` is read once per request.
@@ -23,7 +23,7 @@ ERROR_CODES = {
 
 
 class ReadView(APIView):
-    """A token- or staff-protected read; errors answer ``{error, detail}`` (DESIGN §10)."""
+    """A token- or staff-protected read; errors answer ``{error, detail}`` (docs/design.md §10)."""
 
     authentication_classes = AUTHENTICATION_CLASSES
     permission_classes = [TokenOrStaff]

@@ -1,4 +1,4 @@
-"""The run worker's loop: ``work_one`` until stopped (DESIGN §8; STYLE 9)."""
+"""The run worker's loop: ``work_one`` until stopped (docs/design.md §8)."""
 
 import logging
 import os

@@ -1,4 +1,4 @@
-"""The operator inbox in the Django admin (DESIGN §10; STYLE 11).
+"""The operator inbox in the Django admin (docs/design.md §10).
 
 Pending proposals come first, each with its plan; approve and reject are admin
 actions with a confirmation page that shows exactly what will run, and they call the
@@ -21,7 +21,7 @@ from django.utils.http import urlencode
 from runtime.models import Event, JournalEntry, OutboxEntry, Proposal, ProposalStatus, Run
 from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
 
-#: The journal's query-string filter for one chain's story (DESIGN §10, issue 5).
+#: The journal's query-string filter for one chain's story (docs/design.md §10).
 CORRELATION_LOOKUP = "event__correlation_id"
 #: Captured output shown on a run's page; the full file stays in the runs directory.
 OUTPUT_PREVIEW_BYTES = 256 * 1024
@@ -226,7 +226,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 
 @admin.register(OutboxEntry)
 class OutboxEntryAdmin(ReadOnlyAdmin):
-    """Chained events between their run's end and their admission (DESIGN §8)."""
+    """Chained events between their run's end and their admission (docs/design.md §8)."""
 
     list_display = ("id", "event_uid", "status", "duplicate", "run", "created_at", "settled_at")
     list_filter = ("status",)

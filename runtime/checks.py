@@ -1,4 +1,4 @@
-"""Start-up invariants as system checks (DESIGN §4; STYLE 12).
+"""Start-up invariants as system checks (docs/design.md §4).
 
 ``runtime.E001``: the registry does not validate (one error per problem, naming the
 file, the entry and the rule). ``runtime.E002``: time is not UTC-aware.
@@ -63,7 +63,7 @@ INTAKE_SECRETS = ("FACTORY_EVENTS_SECRET", "FACTORY_GITHUB_WEBHOOK_SECRET")
 
 @register()
 def check_intake_secrets(app_configs=None, **kwargs):
-    """Spec §13: GitHub signs the raw body with no timestamp, so one secret across both
+    """docs/intake.md: GitHub signs the raw body with no timestamp, so one secret across both
     schemes would let a capture from the weaker one replay against the stronger."""
     problems = []
     for name in INTAKE_SECRETS:
@@ -73,7 +73,7 @@ def check_intake_secrets(app_configs=None, **kwargs):
     events, github = (getattr(settings, name) for name in INTAKE_SECRETS)
     if events and events == github:
         problems.append(Error(
-            "FACTORY_EVENTS_SECRET and FACTORY_GITHUB_WEBHOOK_SECRET are the same; use two different secrets (spec §13)",
+            "FACTORY_EVENTS_SECRET and FACTORY_GITHUB_WEBHOOK_SECRET are the same; use two different secrets (docs/intake.md)",
             id="runtime.E004",
         ))
     return problems

@@ -1,4 +1,4 @@
-"""The JSON items of the read commands (DESIGN §10): camelCase, as the envelope; ids are integers."""
+"""The JSON items of the read commands (docs/design.md §10): camelCase, as the envelope; ids are integers."""
 
 from lib.instants import format_instant
 

@@ -1,4 +1,4 @@
-"""The runtime's tables: events, proposals, runs, the journal (DESIGN §3, §7, §8, §9).
+"""The runtime's tables: events, proposals, runs, the journal (docs/design.md §3, §7, §8, §9).
 
 Models own their invariants and pure computation; transitions across tables live in
 ``runtime.services`` (planning, approval, runs) so every change runs in one transaction.
@@ -12,7 +12,7 @@ from lib.envelope import make_envelope
 
 
 class Door(models.TextChoices):
-    """Who brought an event in; it decides the actor and whether auto may apply (DESIGN §3)."""
+    """Who brought an event in; it decides the actor and whether auto may apply (docs/design.md §3)."""
 
     SCHEDULE = "schedule"
     CHAIN = "chain"
@@ -22,7 +22,7 @@ class Door(models.TextChoices):
 
 
 class Actor(models.TextChoices):
-    """Who did something recorded in the journal (DESIGN §9)."""
+    """Who did something recorded in the journal (docs/design.md §9)."""
 
     OPERATOR = "operator"
     SCHEDULE = "schedule"
@@ -34,7 +34,7 @@ class Actor(models.TextChoices):
     SYSTEM = "system"
 
 
-#: The actor each door records: the door, not the envelope's ``source``, decides (DESIGN §3).
+#: The actor each door records: the door, not the envelope's ``source``, decides (docs/design.md §3).
 DOOR_ACTOR = {door: Actor(door.value) for door in Door}
 
 
@@ -79,7 +79,7 @@ class Event(models.Model):
     payload = models.JSONField()
     door = models.CharField(max_length=16, choices=Door.choices)
     admitted_at = models.DateTimeField()
-    # Set only for ticks that came through the schedule door (DESIGN §5).
+    # Set only for ticks that came through the schedule door (docs/design.md §5).
     loop = models.CharField(max_length=63, null=True, blank=True)
     loop_key = models.CharField(max_length=100, null=True, blank=True)
     slot = models.DateTimeField(null=True, blank=True)
@@ -104,7 +104,7 @@ class Event(models.Model):
         return self.door == Door.SCHEDULE and self.loop is not None
 
     def envelope(self) -> dict:
-        """The envelope as admitted (DESIGN §3)."""
+        """The envelope as admitted (docs/design.md §3)."""
         return make_envelope(
             event_id=self.uid,
             type=self.type,
@@ -118,7 +118,7 @@ class Event(models.Model):
 
 
 class Proposal(models.Model):
-    """A planned event waiting for (or past) a decision; unique per idempotency key (DESIGN §7)."""
+    """A planned event waiting for (or past) a decision; unique per idempotency key (docs/design.md §7)."""
 
     event = models.OneToOneField(Event, on_delete=models.PROTECT, related_name="proposal")
     idempotency_key = models.CharField(max_length=400, unique=True)
@@ -160,7 +160,7 @@ class Proposal(models.Model):
 
 
 class Run(models.Model):
-    """An approved plan's execution: claimed by a worker under a lease (DESIGN §8)."""
+    """An approved plan's execution: claimed by a worker under a lease (docs/design.md §8)."""
 
     proposal = models.OneToOneField(Proposal, on_delete=models.PROTECT, related_name="run")
     event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="runs")
@@ -202,7 +202,7 @@ class Run(models.Model):
             models.Index(fields=["lease_expires_at"], condition=Q(status__in=["claimed", "running"]), name="run_leased_idx"),
         ]
         constraints = [
-            # At most one active run per singleton loop (DESIGN §7.3): two planners or an
+            # At most one active run per singleton loop (docs/design.md §7.3): two planners or an
             # approval racing a tick cannot both queue one.
             models.UniqueConstraint(
                 fields=["singleton_key"],
@@ -237,7 +237,7 @@ class JournalQuerySet(models.QuerySet):
 
 
 class JournalEntry(models.Model):
-    """One recorded decision or fact: who (actor) did what (action) to which rows (DESIGN §9)."""
+    """One recorded decision or fact: who (actor) did what (action) to which rows (docs/design.md §9)."""
 
     at = models.DateTimeField()
     action = models.CharField(max_length=64)
@@ -280,7 +280,7 @@ class OutboxStatus(models.TextChoices):
 
 
 class OutboxEntry(models.Model):
-    """A chained event written with its run's end, admitted later by the slot loop (DESIGN §8).
+    """A chained event written with its run's end, admitted later by the slot loop (docs/design.md §8).
 
     ``event_uid`` is the eventId ``chain:<run id>:<position>``; ``envelope`` is the complete
     ``factory.event/v1`` envelope to admit. ``settled_at`` is when it was published or

@@ -1,4 +1,4 @@
-"""The host clock bridge: a host timer's one permitted act is to admit a typed event (spec §1, §2, §15).
+"""The host clock bridge: a host timer's one permitted act is to admit a typed event (docs/host-clock.md).
 
 ``manage.py bridge run JOB`` is what a rendered launchd plist or systemd timer calls. For
 one job of the overlay's ``jobs:`` mapping (``Registry.jobs``) it
@@ -16,7 +16,7 @@ one job of the overlay's ``jobs:`` mapping (``Registry.jobs``) it
 A timer that fires twice in one slot converges on one event: the second POST is answered
 200 duplicate, which is success. Planning, approval and execution stay the runtime's:
 events of the ``events`` door follow their type's approval policy (watched by default),
-so enabling a job never grants auto-approval (spec §15).
+so enabling a job never grants auto-approval (docs/host-clock.md).
 
 Failures raise ``BridgeError`` with a one-line ``reason`` and the command's exit code:
 ``EXIT_FAILED`` (unknown or disabled job, gate or dry command failure, no secret),
@@ -49,7 +49,7 @@ from runtime.services.planning import plan_time_values
 
 logger = logging.getLogger(__name__)
 
-#: A gate is meant to be cheap (spec §15: "a frequent clock can still be cheap"); two
+#: A gate is meant to be cheap (docs/host-clock.md: "a frequent clock can still be cheap"); two
 #: minutes is generous for reading a queue and short enough that a hung gate cannot
 #: overlap the next 5-minute fire.
 GATE_TIMEOUT_SECONDS = 120
@@ -57,7 +57,7 @@ DRY_TIMEOUT_SECONDS = 120
 #: The serve process answers /events from its database in milliseconds; ten seconds
 #: separates "slow" from "not there" without holding a timer's run open.
 POST_TIMEOUT_SECONDS = 10
-#: Gate exit statuses (spec §15): 0 go on, 1 nothing to do; anything else is an error.
+#: Gate exit statuses (docs/host-clock.md): 0 go on, 1 nothing to do; anything else is an error.
 GATE_GO, GATE_NOTHING_TO_DO = 0, 1
 
 EXIT_FAILED = 1
@@ -111,7 +111,7 @@ class BridgeOutcome:
 # --- slots ---------------------------------------------------------------------------------
 def job_slot(job: Job, now: datetime) -> datetime:
     """The slot a fire of ``job`` at ``now`` belongs to: the epoch floor by the job's
-    cadence (DESIGN §5), or its latest calendar time; every fire within one slot gives
+    cadence (docs/design.md §5), or its latest calendar time; every fire within one slot gives
     the same eventId."""
     if job.cadence_seconds is not None:
         return slot_floor(now, job.cadence_seconds)

@@ -1,4 +1,4 @@
-"""The envelope of a tick: its identity is its slot (DESIGN §5, §6; spec §3)."""
+"""The envelope of a tick: its identity is its slot (docs/design.md §5, §6)."""
 
 from lib.envelope import make_envelope
 from lib.instants import format_instant

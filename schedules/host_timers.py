@@ -1,4 +1,4 @@
-"""The one-way renderer of host timers for the host clock bridge (spec §1, §15; DESIGN §1, §10).
+"""The one-way renderer of host timers for the host clock bridge (docs/host-clock.md; docs/design.md §1, §10).
 
 For every **enabled** job of ``Registry.jobs`` it renders either a launchd plist (macOS)
 or a systemd ``.service`` + ``.timer`` pair (Linux) whose only act is

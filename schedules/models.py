@@ -1,4 +1,4 @@
-"""Schedule bookkeeping: derived data about loops; the events table stays the truth (DESIGN §5)."""
+"""Schedule bookkeeping: derived data about loops; the events table stays the truth (docs/design.md §5)."""
 
 from django.db import models
 from django.db.models import Q
@@ -44,7 +44,7 @@ class SlotLoopStatus(models.Model):
 
 
 class KeyedRule(models.TextChoices):
-    """Where a keyed row's slots come from (DESIGN §6): a wall time in a zone, an interval, one instant."""
+    """Where a keyed row's slots come from (docs/design.md §6): a wall time in a zone, an interval, one instant."""
 
     AT = "at"
     EVERY = "every"
@@ -52,7 +52,7 @@ class KeyedRule(models.TextChoices):
 
 
 class KeyedSchedule(models.Model):
-    """One key of a keyed loop: its rule and the next slot it fires (DESIGN §6; seed 000).
+    """One key of a keyed loop: its rule and the next slot it fires (docs/design.md §6).
 
     Set, replaced and deleted by the loop's setting and clearing events; advanced (or,
     for a ``once`` row, deleted) in the transaction that admits its tick. Derived data:

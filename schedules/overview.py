@@ -1,4 +1,4 @@
-"""The schedules overview: every effective loop and what it last did (DESIGN §6, §10, §11; spec §9).
+"""The schedules overview: every effective loop and what it last did (docs/design.md §6, §10, §11; docs/schedules.md).
 
 One computation serves ``GET /schedules``, ``manage.py schedule`` and the doctor, so the
 three never disagree. Reading all loops costs four queries whatever their number
@@ -28,7 +28,7 @@ from .models import KeyedSchedule, ScheduleState
 from .ticks import is_fresh
 
 #: An enabled loop with no admitted tick for more than this many intervals has stopped
-#: (spec §9: "no admitted tick for more than two intervals while enabled").
+#: (docs/design.md §11: "no admitted tick for more than two intervals while enabled").
 STOPPED_AFTER_INTERVALS = 2
 #: How many recent ticks ``schedule show`` lists.
 SHOWN_TICKS = 10
@@ -36,7 +36,7 @@ SHOWN_TICKS = 10
 SHOWN_DUE_ROWS = 5
 #: A keyed loop has stopped when one of its rows stays due longer than this: the slot
 #: loop fires a due row within a second or two, and a minute leaves room for a backlog
-#: of thousands of keys (DESIGN §11's "two expected slots", for slots that are per key).
+#: of thousands of keys (docs/design.md §11's "two expected slots", for slots that are per key).
 KEYED_OVERDUE_SECONDS = 60
 
 
@@ -104,7 +104,7 @@ def next_slot_due(loop: Loop, state: LoopState | None, now: datetime, keyed: Key
     """The slot the loop fires next: the first slot the slot loop would fire at ``now``
     (already due: the next iteration fires it), else the slot after the last fired one;
     for a keyed loop, its earliest row's next due. None for a disabled loop. Pure; the
-    same arithmetic as the slot loop (DESIGN §5, §6)."""
+    same arithmetic as the slot loop (docs/design.md §5, §6)."""
     if not loop.enabled:
         return None
     if loop.keyed is not None:
@@ -130,7 +130,7 @@ def expected_by(loop: Loop, state: LoopState | None, keyed: KeyedCounts | None =
 
     Two intervals — two expected slots for a time-of-day loop — after its last tick, or,
     for a loop that never ticked, after the slot loop first saw it enabled
-    (``enabledSince``) — DESIGN §11. A keyed loop: ``KEYED_OVERDUE_SECONDS`` after its
+    (``enabledSince``) — docs/design.md §11. A keyed loop: ``KEYED_OVERDUE_SECONDS`` after its
     earliest row fell due (None without keys). None when the loop is disabled, or when
     the slot loop has not seen it (re-)enabled yet: then the slot loop is not turning,
     which is its own anomaly. Pure.
@@ -169,11 +169,11 @@ class LoopView:
     keyed: KeyedCounts | None = None
 
     def as_json(self) -> dict:
-        """The item of ``schedule list --json`` (issue 4): camelCase, instants as text.
+        """The item of ``schedule list --json`` (docs/schedules.md): camelCase, instants as text.
 
         A time-of-day loop adds ``at``, ``timezone`` and ``days`` (``every`` and
         ``cadenceSeconds`` null); a keyed loop adds ``keyed: {setBy, clearedBy, keys,
-        nextDue}`` (issue 6).
+        nextDue}`` (docs/design.md §6).
         """
         loop = self.loop
         extension = {}
@@ -246,7 +246,7 @@ def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | 
     Four queries whatever the number of loops: the loops' ``ScheduleState`` rows (as
     named tuples of ``STATE_FIELDS``, which the pure functions read like the model); their
     last ticks, found by the eventId each state records (the state is written in the
-    tick's admission transaction, DESIGN §5); those ticks' runs; the pending proposals
+    tick's admission transaction, docs/design.md §5); those ticks' runs; the pending proposals
     counted per loop.
     """
     loops = [registry.loops[name] for name in sorted(names if names is not None else registry.loops)]

@@ -1,4 +1,4 @@
-"""Every write of ``ScheduleState``: the per-loop bookkeeping of the slot loop (DESIGN §5, §6).
+"""Every write of ``ScheduleState``: the per-loop bookkeeping of the slot loop (docs/design.md §5, §6).
 
 ``ScheduleState`` is derived data — the events table is the truth for "did it fire?" —
 written in the transactions that admit ticks. Keeping every write here keeps its rules
@@ -41,7 +41,7 @@ def record_disabled(registry: Registry, states: dict[str, ScheduleState]) -> Non
 def record_first_seen(registry: Registry, states: dict[str, ScheduleState], now: datetime) -> None:
     """Give an enabled loop the slot loop sees for the first time its ``enabledSince``.
 
-    The doctor counts a loop that never managed to tick from then (DESIGN §11); the row
+    The doctor counts a loop that never managed to tick from then (docs/design.md §11); the row
     has no last slot, so the loop still fires fresh.
     """
     new = [

@@ -1,4 +1,4 @@
-"""Tick emission: admit the due slots of every enabled loop (DESIGN §5, §6).
+"""Tick emission: admit the due slots of every enabled loop (docs/design.md §5, §6).
 
 A tick is an ordinary event admitted through the ``schedule`` door with the eventId
 ``clock:<loop>:<slot>`` (``clock:<loop>:<key>:<slot>`` for a keyed loop); the unique
@@ -40,7 +40,7 @@ class TickReport:
 
 def is_fresh(state: ScheduleState | None) -> bool:
     """A loop that never fired, or was disabled since it last fired: it fires the current
-    slot with no skips, because slots while disabled are not missed (DESIGN §5)."""
+    slot with no skips, because slots while disabled are not missed (docs/design.md §5)."""
     return state is None or not state.enabled or state.last_slot is None
 
 

@@ -1,4 +1,4 @@
-"""Adapters: how a run's plan is executed (DESIGN §8). ``ADAPTERS`` maps a plan's
+"""Adapters: how a run's plan is executed (docs/design.md §8). ``ADAPTERS`` maps a plan's
 ``adapter`` to its function; ``runtime.adapters.base`` is the interface."""
 
 from .agent import execute_agent

@@ -1,4 +1,4 @@
-"""The agent adapter: an external CLI agent, given the run's plan on stdin (DESIGN §8).
+"""The agent adapter: an external CLI agent, given the run's plan on stdin (docs/design.md §8).
 
 ``FACTORY_AGENT_COMMAND`` is split like a shell would (``shlex``, no shell runs it) and
 executed by ``run_command`` — same minimal environment, process group, time-out, lease
@@ -46,7 +46,7 @@ def agent_stdin(plan: dict, run_id: int) -> bytes:
 
 
 def execute_agent(execution: Execution) -> CommandOutcome:
-    """The ``agent`` adapter: run ``FACTORY_AGENT_COMMAND`` with the plan on stdin (DESIGN §8).
+    """The ``agent`` adapter: run ``FACTORY_AGENT_COMMAND`` with the plan on stdin (docs/design.md §8).
 
     Raises AgentUnavailable when no agent command is set.
     """

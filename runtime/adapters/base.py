@@ -1,4 +1,4 @@
-"""The adapter interface: what every adapter gets and returns (DESIGN §8).
+"""The adapter interface: what every adapter gets and returns (docs/design.md §8).
 
 An adapter is a function ``Execution → CommandOutcome``: it executes one claimed run's
 plan, calling ``execution.while_waiting`` about every 0.2 s (the worker renews the lease

@@ -1,4 +1,4 @@
-"""The command adapter: a closed argv template run without a shell (DESIGN §8).
+"""The command adapter: a closed argv template run without a shell (docs/design.md §8).
 
 The command gets a minimal environment, its own process group (killed whole on
 time-out), and its stdout and stderr captured to the run directory up to a size cap.
@@ -143,7 +143,7 @@ def run_command(
 
 
 def execute_command(execution: Execution) -> CommandOutcome:
-    """The ``command`` adapter: run the plan's argv (DESIGN §8)."""
+    """The ``command`` adapter: run the plan's argv (docs/design.md §8)."""
     return run_command(
         execution.run.plan["argv"], run_id=execution.run.pk, run_dir=execution.run_dir,
         capture_name=execution.capture_name, timeout_seconds=execution.timeout_seconds,

@@ -1,4 +1,4 @@
-"""The fake adapter: scripted outcomes per definition, for the demo and tests only (DESIGN §8).
+"""The fake adapter: scripted outcomes per definition, for the demo and tests only (docs/design.md §8).
 
 The script is ``<FACTORY_CONFIG_DIR>/fake-outcomes.yaml`` (schema:
 ``registry/schemas/meta/fake-outcomes.schema.json``; format in ``docs/demo.md``)::
@@ -128,7 +128,7 @@ def run_fake(
 
 
 def execute_fake(execution: Execution) -> CommandOutcome:
-    """The ``fake`` adapter: play the run's scripted result (DESIGN §8).
+    """The ``fake`` adapter: play the run's scripted result (docs/design.md §8).
 
     Raises FakeScriptError when the script is invalid or has no rule for the run.
     """

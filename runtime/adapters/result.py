@@ -1,4 +1,4 @@
-"""The output contract ``factory.command-result/v1`` (DESIGN §8)."""
+"""The output contract ``factory.command-result/v1`` (docs/design.md §8)."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""The shape every read command shares: newest first, ``--limit``, ``--json`` (DESIGN §10)."""
+"""The shape every read command shares: newest first, ``--limit``, ``--json`` (docs/design.md §10)."""
 
 import argparse
 import json

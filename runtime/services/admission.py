@@ -1,4 +1,4 @@
-"""``admit_event``: the one way an event gets into the runtime (DESIGN §3).
+"""``admit_event``: the one way an event gets into the runtime (docs/design.md §3).
 
 Every door — the slot loop, the outbox, ``/github``, ``/events``, ``inject`` — calls it.
 It validates the envelope, the type and the payload, refuses reserved eventIds from
@@ -38,7 +38,7 @@ class Admission:
 
 class AdmissionRefused(Refused):
     """The envelope was refused (422); ``errors`` is every reason, ``[{"code": ..., "detail": ...}]``
-    (DESIGN §10), and ``code``/``detail`` are the first one's."""
+    (docs/design.md §10), and ``code``/``detail`` are the first one's."""
 
     status = 422
 
@@ -124,7 +124,7 @@ def validate_envelope(envelope, *, door: Door, registry: Registry) -> list[dict]
 
 def _bridge_job(envelope: dict, door: Door) -> dict:
     """``{"job": name}`` for an event the host clock bridge sent, which names its job in
-    ``payload.loop`` (spec §15; docs/host-clock.md), so the journal says which job admitted it."""
+    ``payload.loop`` (docs/host-clock.md), so the journal says which job admitted it."""
     loop = envelope["payload"].get("loop")
     if envelope["source"] == "bridge" and door != Door.SCHEDULE and isinstance(loop, str):
         return {"job": loop}

@@ -1,4 +1,4 @@
-"""Operators deciding proposals: approve queues the run, reject records why (DESIGN §7).
+"""Operators deciding proposals: approve queues the run, reject records why (docs/design.md §7).
 
 The admin inbox, ``manage.py approve/reject`` and any API call these two functions;
 nothing else changes a proposal's status.
@@ -91,7 +91,7 @@ def approve_proposal(
 
 
 def _supersede_older(proposal: Proposal, user, now: datetime) -> None:
-    """Running an idempotent loop once now equals running it for every stale slot (DESIGN §7)."""
+    """Running an idempotent loop once now equals running it for every stale slot (docs/design.md §7)."""
     older = list(
         Proposal.objects.filter(
             loop=proposal.loop, loop_key=proposal.loop_key, status=ProposalStatus.PENDING, id__lt=proposal.id

@@ -1,4 +1,4 @@
-"""Chains: a finished run's outcome becomes the next events (DESIGN §8; spec §12, §14).
+"""Chains: a finished run's outcome becomes the next events (docs/design.md §8; docs/demo.md).
 
 ``chain_envelopes`` turns the edges matching ``(definition, outcome)`` into envelopes,
 pure computation over ``{"input": run input, "output": {outcome, summary?, data?}}``;

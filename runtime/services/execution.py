@@ -1,4 +1,4 @@
-"""Executing runs: claim one run, execute it through its adapter, record the result (DESIGN §8).
+"""Executing runs: claim one run, execute it through its adapter, record the result (docs/design.md §8).
 
 ``work_one`` handles one item and says whether it did anything; ``ops.worker.run_worker``
 is the trivial loop around it used by ``manage.py worker`` and by ``runserve``'s workers.
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 def execute_run(run: Run, *, worker: str) -> None:
     """Execute a claimed run to its end: finished, failed attempt, or lease lost.
 
-    The plan's adapter decides how (DESIGN §8): ``command`` runs its argv, ``agent``
+    The plan's adapter decides how (docs/design.md §8): ``command`` runs its argv, ``agent``
     runs ``FACTORY_AGENT_COMMAND`` with the plan on stdin, ``fake`` plays the scripted
     outcome. All three share the lease renewal, the time-out (a failed attempt) and the
     output contract; a run that cannot start (missing executable, no agent command, no

@@ -1,4 +1,4 @@
-"""Writing the append-only journal (DESIGN §9)."""
+"""Writing the append-only journal (docs/design.md §9)."""
 
 from datetime import datetime
 

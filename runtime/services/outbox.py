@@ -1,4 +1,4 @@
-"""The outbox: chained events written with their run's end, admitted later (DESIGN §8).
+"""The outbox: chained events written with their run's end, admitted later (docs/design.md §8).
 
 ``write_outbox`` stores a finished run's chain as pending ``OutboxEntry`` rows inside
 ``finish_run``'s transaction, so a crash after that commit loses nothing;
@@ -81,7 +81,7 @@ def mark_refused(entry: OutboxEntry, errors: list[dict], *, now: datetime) -> bo
 
 
 def publish_outbox(*, now: datetime, registry: Registry, limit: int = OUTBOX_BATCH) -> int:
-    """Admit pending chained events through the ``chain`` door, oldest first (DESIGN §8).
+    """Admit pending chained events through the ``chain`` door, oldest first (docs/design.md §8).
 
     Each row's admission and its ``published`` mark are one transaction, so a crash
     leaves the row pending and the next iteration admits it then; an eventId already

@@ -1,4 +1,4 @@
-"""The planner: admitted events → proposals or approved runs (DESIGN §7).
+"""The planner: admitted events → proposals or approved runs (docs/design.md §7).
 
 ``plan_next_event`` handles one event, the oldest unplanned one, in one transaction;
 the slot loop calls it until it returns None. Two planners cannot plan one event
@@ -36,7 +36,7 @@ from .runs import queue_run
 
 logger = logging.getLogger(__name__)
 
-#: Doors whose events may follow their type's ``approval: auto`` (DESIGN §4); ticks
+#: Doors whose events may follow their type's ``approval: auto`` (docs/design.md §4); ticks
 #: follow their loop's policy instead.
 TYPE_AUTO_DOORS = (Door.GITHUB, Door.EVENTS, Door.INJECT, Door.CHAIN)
 #: Filled only when the run exists; they stay as written in a proposal's plan.
@@ -64,7 +64,7 @@ class PlanRenderError(Refused):
 
 
 def idempotency_key(event: Event) -> str:
-    """``<loop>:<slot>`` (``<loop>:<key>:<slot>``) for ticks, else the eventId (DESIGN §7.2)."""
+    """``<loop>:<slot>`` (``<loop>:<key>:<slot>``) for ticks, else the eventId (docs/design.md §7.2)."""
     if event.is_tick:
         slot = event.payload["slot"]
         return f"{event.loop}:{event.loop_key}:{slot}" if event.loop_key else f"{event.loop}:{slot}"
@@ -86,7 +86,7 @@ def plan_time_values() -> dict[str, str]:
 
 
 def render_argv(definition: Definition, payload: dict) -> list[str] | None:
-    """Fill a command template's plan-time placeholders (DESIGN §8).
+    """Fill a command template's plan-time placeholders (docs/design.md §8).
 
     ``{factoryRoot}``, ``{python}``, ``{manage}`` and, for non-mutating definitions only,
     ``{payload.<field>}``; ``{runId}``/``{runDir}`` are left for the worker. Raises
@@ -114,7 +114,7 @@ def render_argv(definition: Definition, payload: dict) -> list[str] | None:
 def plan_adapter(definition: Definition) -> str:
     """The adapter a plan names: the definition's, except that ``FACTORY_FAKE_AGENTS`` (the
     demo, tests) plays every ``agent`` definition with the ``fake`` adapter, in plain sight
-    on the proposal (DESIGN §8)."""
+    on the proposal (docs/design.md §8)."""
     if settings.FACTORY_FAKE_AGENTS and definition.adapter == "agent":
         return "fake"
     return definition.adapter
@@ -137,7 +137,7 @@ def render_plan(definition: Definition, event: Event, registry: Registry) -> dic
 
 
 def approval_policy(event: Event, registry: Registry) -> str:
-    """``watched`` or ``auto`` for this event (DESIGN §7.4)."""
+    """``watched`` or ``auto`` for this event (docs/design.md §7.4)."""
     event_type = registry.event_types[event.type]
     if event_type.human_approval_only:
         return "watched"

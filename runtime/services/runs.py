@@ -1,4 +1,4 @@
-"""Run state transitions: claim under a lease, start, renew, finish, fail an attempt (DESIGN §8).
+"""Run state transitions: claim under a lease, start, renew, finish, fail an attempt (docs/design.md §8).
 
 Each transition is one compare-and-swap ``UPDATE … WHERE status = old`` so a worker
 that lost its lease (expired, then claimed by another) cannot overwrite the newer state.
@@ -124,7 +124,7 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
     """Record a command that finished: ``running → succeeded | failed`` (final either way).
 
     A finished failure is never retried: a mutating command is not re-run because it
-    failed (DESIGN §8). A succeeded run's chain — the edges of ``(definition, outcome)``
+    failed (docs/design.md §8). A succeeded run's chain — the edges of ``(definition, outcome)``
     in ``registry`` (default: the one in force) — is resolved first, outside the
     transaction, and written as outbox rows in the same transaction as the run's end.
     Only succeeded runs chain: a failed one (a non-zero exit, an output contract

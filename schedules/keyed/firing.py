@@ -1,4 +1,4 @@
-"""The keyed loops' slot-loop steps: apply setting and clearing events, fire due rows (DESIGN §6).
+"""The keyed loops' slot-loop steps: apply setting and clearing events, fire due rows (docs/design.md §6).
 
 ``apply_keyed_events`` applies the admitted setting and clearing events in admission
 order, each marked applied (``KeyedEventApplied``) in the transaction that applies it;

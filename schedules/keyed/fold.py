@@ -1,4 +1,4 @@
-"""The keyed fold: pure functions from events to keyed rows (DESIGN §6).
+"""The keyed fold: pure functions from events to keyed rows (docs/design.md §6).
 
 A setting event replaces its key's row (``apply_setting``), a clearing event deletes it,
 and one of the loop's ticks advances (or, for a ``once`` row, deletes) the row it fired
@@ -21,7 +21,7 @@ from runtime.models import Door
 from runtime.registry import Keyed, KeyedSetter
 from schedules.models import KeyedRule, KeyedSchedule, ScheduleState
 
-#: Keys are 1–100 printable characters without spaces (DESIGN §4).
+#: Keys are 1–100 printable characters without spaces (docs/design.md §4).
 KEY_MAX_LENGTH = 100
 
 ROW_FIELDS = (
@@ -213,7 +213,7 @@ def fold(keyed: Keyed, loop: str, events) -> dict[str, Row]:
 
 
 def row_due_slots(row: Row, *, catch_up: str, fresh: bool, now: datetime, catchup_limit: int) -> list[DueSlot]:
-    """The slots a due row fires at ``now``, with the loop's catch-up policy (DESIGN §5, §6). Pure.
+    """The slots a due row fires at ``now``, with the loop's catch-up policy (docs/design.md §5, §6). Pure.
 
     A ``once`` row fires its instant. A repeating row counts its missed slots from its
     last fired slot, or, before its first tick, from the slot before its first one.
@@ -227,6 +227,6 @@ def row_due_slots(row: Row, *, catch_up: str, fresh: bool, now: datetime, catchu
 
 def is_fresh_row(row: Row, state: ScheduleState) -> bool:
     """A row the loop was (re-)enabled after: it fires its current slot with no skips, as a
-    re-enabled loop does (DESIGN §5: slots while disabled are not missed)."""
+    re-enabled loop does (docs/design.md §5: slots while disabled are not missed)."""
     since = row.last_tick_at or row.recorded_at
     return state.enabled_since is not None and state.enabled_since > since

@@ -1,4 +1,4 @@
-"""Rebuilding a keyed loop's rows from the events (DESIGN §6: ``manage.py schedule rebuild LOOP``)."""
+"""Rebuilding a keyed loop's rows from the events (docs/design.md §6: ``manage.py schedule rebuild LOOP``)."""
 
 import logging
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ class RebuildReport:
 
 def rebuild(loop: Loop, *, now: datetime) -> RebuildReport:
     """Empty the loop's rows and replay, in admission order, its setting and clearing events
-    and its admitted keyed ticks (DESIGN §6), in one transaction; journal ``keyed_schedule_rebuilt``.
+    and its admitted keyed ticks (docs/design.md §6), in one transaction; journal ``keyed_schedule_rebuilt``.
 
     The events replayed count as applied: the cursor moves as ``apply_keyed_events`` would
     move it, and the newer ones are marked. Raises ValueError for a loop that is not keyed.

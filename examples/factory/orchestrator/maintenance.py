@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The deterministic maintenance jobs of the Factory (spec §15), one subcommand each.
+"""The deterministic maintenance jobs of the Factory (docs/host-clock.md), one subcommand each.
 
 Every subcommand reads ``<root>/tickets/*.json`` (see ``tickets.py``) and, for
 ``reconcile`` and ``janitor-scan``, ``<root>/claims/``; its last output line is a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Read a repo's ticket queue and answer a host-clock gate, or show what a stage would see (spec §15).
+"""Read a repo's ticket queue and answer a host-clock gate, or show what a stage would see (docs/host-clock.md).
 
 The queue is ``<root>/tickets/<repo>.json``: ``{"repo": "factory", "tickets": [{"id",
 "title", "status", "labels", "blockedReason"?, "pr"?}]}`` with status one of

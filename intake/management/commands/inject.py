@@ -1,9 +1,9 @@
-"""``manage.py inject``: admit an envelope, or replay a raw GitHub delivery, with no signature (DESIGN §10).
+"""``manage.py inject``: admit an envelope, or replay a raw GitHub delivery, with no signature (docs/design.md §10).
 
 - ``inject FILE|-`` admits a ``factory.event/v1`` envelope through the ``inject`` door.
 - ``inject --github-event KIND --delivery ID FILE|-`` replays a delivery body (the JSON
   GitHub shows under "Recent Deliveries") through the same translation as ``POST /github``
-  (spec §13 replay parity), and admits the result through the ``inject`` door, so the
+  (docs/intake.md: replays translate as deliveries do), and admits the result through the ``inject`` door, so the
   journal says the event came from an operator's replay rather than from GitHub.
 
 Exit 0 when admitted or a duplicate (the output says which), 2 when refused or ignored (it says why).

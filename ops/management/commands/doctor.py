@@ -1,4 +1,4 @@
-"""``manage.py doctor``: print the ``/status`` document; exit 1 when any anomaly stands (DESIGN §10, §11).
+"""``manage.py doctor``: print the ``/status`` document; exit 1 when any anomaly stands (docs/design.md §10, §11).
 
 Meant for a cron job or a monitor: the slot loop not turning, a stopped loop, a pile-up
 of proposals or an invalid registry on disk each make it exit 1. It runs even when the

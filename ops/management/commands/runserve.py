@@ -1,4 +1,4 @@
-"""``manage.py runserve``: the production service in one command (DESIGN §10).
+"""``manage.py runserve``: the production service in one command (docs/design.md §10).
 
 A small supervisor: it starts gunicorn (the inbox and the HTTP doors), the one-second
 slot loop and the run workers as child processes — no database handle crosses a

@@ -1,4 +1,4 @@
-"""``manage.py schedule``: "is it running, when did it last fire, what happened" (DESIGN §10; spec §9).
+"""``manage.py schedule``: "is it running, when did it last fire, what happened" (docs/design.md §10; docs/schedules.md).
 
 - ``schedule`` / ``schedule list [--json]``: every effective loop, as ``GET /schedules``;
 - ``schedule show LOOP [--json]``: one loop and its last ten ticks with their outcomes;
@@ -9,7 +9,7 @@
   would record a slot that has not come, and the loop would stay silent until then.
   ``--dry-run`` writes nothing and prints what would fire.
 - ``schedule rebuild LOOP [--json]``: empty a keyed loop's rows and replay its setting
-  and clearing events and its admitted ticks, in admission order (DESIGN §6).
+  and clearing events and its admitted ticks, in admission order (docs/design.md §6).
 
 Exit 2 when refused (an unknown loop, a bad or future instant, rebuilding a loop that is
 not keyed).

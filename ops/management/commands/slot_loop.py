@@ -1,4 +1,4 @@
-"""``manage.py slot_loop``: the one-second loop alone — ticks, planning (DESIGN §5, §7).
+"""``manage.py slot_loop``: the one-second loop alone — ticks, planning (docs/design.md §5, §7).
 
 ``runserve`` starts it as a child process; ``--once`` runs one iteration and exits.
 """

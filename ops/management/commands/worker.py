@@ -1,4 +1,4 @@
-"""``manage.py worker``: a standalone run worker (DESIGN §8, §10).
+"""``manage.py worker``: a standalone run worker (docs/design.md §8, §10).
 
 Claims queued runs under a lease and executes them; SIGTERM or Ctrl-C finishes the
 current run first. ``--once`` works until the queue is empty, then exits.

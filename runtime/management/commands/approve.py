@@ -1,4 +1,4 @@
-"""``manage.py approve ID --as USERNAME``: approve a proposal from a shell (DESIGN §7, §10).
+"""``manage.py approve ID --as USERNAME``: approve a proposal from a shell (docs/design.md §7, §10).
 
 Recorded as ``actor: "operator"`` with that user, the OS user and ``via: "cli"``;
 exit 2 when refused (no permission, not pending, a run of the loop in flight).

@@ -1,4 +1,4 @@
-"""``migrate`` that a bad registry does not stop (DESIGN §4).
+"""``migrate`` that a bad registry does not stop (docs/design.md §4).
 
 Django's ``migrate`` runs every system check first; the registry check must fail
 ``check``, ``runserve`` and ``worker`` but never block a schema migration, so this

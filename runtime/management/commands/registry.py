@@ -1,4 +1,4 @@
-"""``manage.py registry check|digest``: validate the registry; print its digest (DESIGN §4, §10).
+"""``manage.py registry check|digest``: validate the registry; print its digest (docs/design.md §4, §10).
 
 Runs even when the registry is bad (it is how an operator learns what is wrong): it
 skips the system checks and exits 1 with one line per error.

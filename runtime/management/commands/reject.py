@@ -1,4 +1,4 @@
-"""``manage.py reject ID --as USERNAME [--note TEXT]``: reject a proposal from a shell (DESIGN §7, §10)."""
+"""``manage.py reject ID --as USERNAME [--note TEXT]``: reject a proposal from a shell (docs/design.md §7, §10)."""
 
 from django.utils import timezone
 

@@ -1,4 +1,4 @@
-"""``manage.py bridge run JOB``: the host clock bridge, as a host timer calls it (spec §15, DESIGN §10).
+"""``manage.py bridge run JOB``: the host clock bridge, as a host timer calls it (docs/host-clock.md; docs/design.md §10).
 
 Gate command, dry command, then a signed ``POST /events`` to ``FACTORY_SERVE_URL`` with
 eventId ``bridge:<job>:<slot>`` (``schedules.bridge``). Prints one line: the eventId

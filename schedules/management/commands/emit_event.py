@@ -1,4 +1,4 @@
-"""``manage.py emit_event TYPE --payload JSON``: the host clock bridge's last step alone (spec §15, DESIGN §10).
+"""``manage.py emit_event TYPE --payload JSON``: the host clock bridge's last step alone (docs/host-clock.md; docs/design.md §10).
 
 Signs a ``factory.event/v1`` envelope with ``FACTORY_EVENTS_SECRET`` and POSTs it to
 ``FACTORY_SERVE_URL``'s ``/events``, with ``source: "bridge"``. ``--event-id`` makes a

@@ -1,4 +1,4 @@
-"""``manage.py render_host_timers --format launchd|systemd [--out DIR] [--log-dir DIR]`` (spec §15, DESIGN §10).
+"""``manage.py render_host_timers --format launchd|systemd [--out DIR] [--log-dir DIR]`` (docs/host-clock.md; docs/design.md §10).
 
 Renders one launchd plist, or one systemd ``.service`` + ``.timer`` pair, per enabled job
 of config/schedule.yaml's ``jobs:`` mapping into ``--out`` (default ``deploy/<format>/``),
