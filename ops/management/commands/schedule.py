@@ -23,41 +23,19 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from lib.instants import InstantError, format_instant, parse_instant
+from ops.schedule_text import list_text, next_keyed_text, next_text, show_text, tick_text
 from ops.slot_loop import iterate
 from runtime.models import Event
 from runtime.registry import RegistryInvalid, store
 from schedules.envelope import tick_envelope
 from schedules.keyed import rebuild
-from schedules.models import ScheduleState
 from schedules.overview import due_keys, next_slots, recent_ticks, schedules_overview
+from schedules.state import read_states
 from schedules.ticks import due_ticks
 
 EXIT_REFUSED = 2
 DEFAULT_NEXT = 5
 MAX_NEXT = 1000
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in [headers, *rows]]
-    return "\n".join(lines)
-
-
-def _outcome_text(outcome: dict | None) -> str:
-    if outcome is None:
-        return "-"
-    text = f"{outcome['stage']} {outcome['value'] or 'not planned yet'}"
-    return f"{text} ({outcome['reason']})" if outcome["reason"] else text
-
-
-def _cadence_text(item: dict) -> str:
-    """``5m``, ``09:00 Europe/Budapest`` (``mon,fri 09:00 …`` on some days only) or ``keyed``."""
-    if item["every"]:
-        return item["every"]
-    if "at" in item:
-        days = ",".join(item["days"]) + " " if item["days"] else ""
-        return f"{days}{item['at']} {item['timezone']}"
-    return "keyed"
 
 
 def _count(text: str) -> int:
@@ -116,7 +94,7 @@ class Command(BaseCommand):
         store.refresh()
         registry = store.current()
         if action == "list":
-            return self.emit(options, [v.as_json() for v in schedules_overview(registry, now=now)], self.list_text)
+            return self.emit(options, [v.as_json() for v in schedules_overview(registry, now=now)], list_text)
         if options["loop"] not in registry.loops:
             raise CommandError(
                 f"no loop named {options['loop']!r}; `schedule list` shows the loops", returncode=EXIT_REFUSED
@@ -133,17 +111,17 @@ class Command(BaseCommand):
             document = {**view.as_json(), "ticks": recent_ticks(loop.name)}
             if loop.keyed is not None:
                 document["dueKeys"] = due_keys(loop.name)
-            return self.emit(options, document, self.show_text)
+            return self.emit(options, document, show_text)
         document = {"loop": loop.name, "enabled": loop.enabled}
         if loop.keyed is not None:
             document.update(keys=view.keyed.keys, due=due_keys(loop.name, limit=options["n"]))
-            return self.emit(options, document, self.next_keyed_text)
+            return self.emit(options, document, next_keyed_text)
         slots = next_slots(view, count=options["n"], now=now)
         document["slots"] = [format_instant(s) for s in slots]
         if loop.timezone is not None:
             zone = ZoneInfo(loop.timezone)
             document.update(timezone=loop.timezone, local=[s.astimezone(zone).isoformat() for s in slots])
-        return self.emit(options, document, self.next_text)
+        return self.emit(options, document, next_text)
 
     def emit(self, options, document, as_text) -> None:
         if options["json"]:
@@ -152,80 +130,6 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(document, separators=(",", ":")))
         else:
             self.stdout.write(as_text(document))
-
-    # --- text renderings -------------------------------------------------------------
-    @staticmethod
-    def list_text(items: list[dict]) -> str:
-        headers = ["LOOP", "EVERY", "APPROVAL", "ENABLED", "SOURCE", "LAST SLOT FIRED", "NEXT SLOT DUE",
-                   "LAST OUTCOME", "PENDING", "STOPPED"]
-        rows = [[
-            item["name"], _cadence_text(item), item["approval"], "yes" if item["enabled"] else "no",
-            item["source"] + (f" ({', '.join(item['overrides'])})" if item["overrides"] else ""),
-            item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item["lastOutcome"]),
-            str(item["pendingProposals"]), "STOPPED" if item["stopped"] else "-",
-        ] for item in items]
-        return _table(headers, rows)
-
-    @staticmethod
-    def show_text(document: dict) -> str:
-        fields = [
-            ("loop", document["name"]),
-            ("every", _cadence_text(document)
-             + (f" ({document['cadenceSeconds']} s)" if document["cadenceSeconds"] else "")),
-            ("event type", document["eventType"]),
-            ("catch-up", document["catchUp"]),
-            ("singleton", "yes" if document["singleton"] else "no"),
-            ("approval", document["approval"]),
-            ("enabled", "yes" if document["enabled"] else "no"),
-            ("source", document["source"] + (f" (overrides {', '.join(document['overrides'])})"
-                                              if document["overrides"] else "")),
-            ("last slot fired", document["lastSlotFired"] or "never"),
-            ("last tick at", document["lastTickAt"] or "never"),
-            ("next slot due", document["nextSlotDue"] or "- (disabled)"),
-            ("last outcome", _outcome_text(document["lastOutcome"])),
-            ("pending proposals", str(document["pendingProposals"])),
-            ("stopped", "STOPPED: no tick for more than two intervals" if document["stopped"] else "no"),
-        ]
-        if "keyed" in document:
-            keyed = document["keyed"]
-            fields += [
-                ("set by", ", ".join(keyed["setBy"])),
-                ("cleared by", ", ".join(keyed["clearedBy"]) or "-"),
-                ("keys", str(keyed["keys"])),
-            ]
-        width = max(len(name) for name, _ in fields)
-        lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
-        rows = [[
-            t["slot"] or "-", t["admittedAt"], str(t["skippedSlots"]), _outcome_text(t["outcome"]),
-            f"{t['proposal']['id']} {t['proposal']['status']}" if t["proposal"] else "-",
-            f"{t['run']['id']} {t['run']['status']}" if t["run"] else "-",
-        ] for t in document["ticks"]]
-        if document.get("dueKeys"):
-            lines += ["", "next due:", _table(
-                ["KEY", "NEXT DUE", "RULE", "LAST SLOT", "SET BY"],
-                [[d["key"], d["nextDue"], d["rule"], d["lastSlot"] or "never", d["setBy"]] for d in document["dueKeys"]],
-            )]
-        lines += ["", "last ticks:" if rows else "no ticks yet"]
-        if rows:
-            lines.append(_table(["SLOT", "ADMITTED AT", "SKIPPED", "OUTCOME", "PROPOSAL", "RUN"], rows))
-        return "\n".join(lines)
-
-    @staticmethod
-    def next_text(document: dict) -> str:
-        note = "" if document["enabled"] else " (disabled: the slots it would fire if enabled)"
-        if "local" in document:
-            width = max(len(s) for s in document["slots"])
-            slots = [f"{utc.ljust(width)}  {local} {document['timezone']}" for utc, local in zip(document["slots"], document["local"], strict=True)]
-        else:
-            slots = document["slots"]
-        return "\n".join([f"next slots of {document['loop']}{note}:", *slots])
-
-    @staticmethod
-    def next_keyed_text(document: dict) -> str:
-        note = "" if document["enabled"] else " (disabled: nothing fires)"
-        lines = [f"{document['keys']} key(s) in {document['loop']}{note}; due soonest:"]
-        lines += [f"  {d['nextDue']}  {d['key']}  ({d['rule']})" for d in document["due"]]
-        return "\n".join(lines)
 
     # --- tick ------------------------------------------------------------------------
     def tick(self, options, now) -> None:
@@ -251,15 +155,14 @@ class Command(BaseCommand):
             ]
             planned = report.planned
         document = {"at": format_instant(at), "dryRun": options["dry_run"], "ticks": ticks, "planned": planned}
-        self.emit(options, document, self.tick_text)
+        self.emit(options, document, tick_text)
 
     @staticmethod
     def would_fire(at) -> list[dict]:
         """What an iteration at ``at`` would fire, read-only; ``alreadyAdmitted`` tells whether
         the eventId is already in the events table (admission would report a duplicate)."""
         store.refresh()
-        states = {state.loop: state for state in ScheduleState.objects.all()}
-        planned = [(loop, due) for loop, due, _ in due_ticks(now=at, registry=store.current(), states=states)]
+        planned = [(loop, due) for loop, due, _ in due_ticks(now=at, registry=store.current(), states=read_states())]
         ids = [tick_envelope(loop, due)["eventId"] for loop, due in planned]
         existing = set(Event.objects.filter(uid__in=ids).values_list("uid", flat=True))
         return [
@@ -267,15 +170,3 @@ class Command(BaseCommand):
              "skippedSlots": due.skipped_slots, "alreadyAdmitted": event_id in existing}
             for (loop, due), event_id in zip(planned, ids, strict=True)
         ]
-
-    @staticmethod
-    def tick_text(document: dict) -> str:
-        verb = "would fire" if document["dryRun"] else "fired"
-        lines = [f"at {document['at']}: {len(document['ticks'])} tick(s) {verb}"]
-        for t in document["ticks"]:
-            already = t["alreadyAdmitted"] if document["dryRun"] else not t["admitted"]
-            note = " (already admitted: a duplicate)" if already else ""
-            lines.append(f"  {t['eventId']}  skippedSlots={t['skippedSlots']}{note}")
-        if document["planned"] is not None:
-            lines.append(f"planned {document['planned']} event(s)")
-        return "\n".join(lines)

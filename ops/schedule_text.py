@@ -1,0 +1,107 @@
+"""``manage.py schedule`` as text: the tables and listings its ``--json`` documents render to
+(docs/schedules.md shows them). Pure functions of those documents."""
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in [headers, *rows]]
+    return "\n".join(lines)
+
+
+def _outcome_text(outcome: dict | None) -> str:
+    if outcome is None:
+        return "-"
+    text = f"{outcome['stage']} {outcome['value'] or 'not planned yet'}"
+    return f"{text} ({outcome['reason']})" if outcome["reason"] else text
+
+
+def _cadence_text(item: dict) -> str:
+    """``5m``, ``09:00 Europe/Budapest`` (``mon,fri 09:00 …`` on some days only) or ``keyed``."""
+    if item["every"]:
+        return item["every"]
+    if "at" in item:
+        days = ",".join(item["days"]) + " " if item["days"] else ""
+        return f"{days}{item['at']} {item['timezone']}"
+    return "keyed"
+
+
+def list_text(items: list[dict]) -> str:
+    headers = ["LOOP", "EVERY", "APPROVAL", "ENABLED", "SOURCE", "LAST SLOT FIRED", "NEXT SLOT DUE",
+               "LAST OUTCOME", "PENDING", "STOPPED"]
+    rows = [[
+        item["name"], _cadence_text(item), item["approval"], "yes" if item["enabled"] else "no",
+        item["source"] + (f" ({', '.join(item['overrides'])})" if item["overrides"] else ""),
+        item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item["lastOutcome"]),
+        str(item["pendingProposals"]), "STOPPED" if item["stopped"] else "-",
+    ] for item in items]
+    return _table(headers, rows)
+
+def show_text(document: dict) -> str:
+    fields = [
+        ("loop", document["name"]),
+        ("every", _cadence_text(document)
+         + (f" ({document['cadenceSeconds']} s)" if document["cadenceSeconds"] else "")),
+        ("event type", document["eventType"]),
+        ("catch-up", document["catchUp"]),
+        ("singleton", "yes" if document["singleton"] else "no"),
+        ("approval", document["approval"]),
+        ("enabled", "yes" if document["enabled"] else "no"),
+        ("source", document["source"] + (f" (overrides {', '.join(document['overrides'])})"
+                                          if document["overrides"] else "")),
+        ("last slot fired", document["lastSlotFired"] or "never"),
+        ("last tick at", document["lastTickAt"] or "never"),
+        ("next slot due", document["nextSlotDue"] or "- (disabled)"),
+        ("last outcome", _outcome_text(document["lastOutcome"])),
+        ("pending proposals", str(document["pendingProposals"])),
+        ("stopped", "STOPPED: no tick for more than two intervals" if document["stopped"] else "no"),
+    ]
+    if "keyed" in document:
+        keyed = document["keyed"]
+        fields += [
+            ("set by", ", ".join(keyed["setBy"])),
+            ("cleared by", ", ".join(keyed["clearedBy"]) or "-"),
+            ("keys", str(keyed["keys"])),
+        ]
+    width = max(len(name) for name, _ in fields)
+    lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
+    rows = [[
+        t["slot"] or "-", t["admittedAt"], str(t["skippedSlots"]), _outcome_text(t["outcome"]),
+        f"{t['proposal']['id']} {t['proposal']['status']}" if t["proposal"] else "-",
+        f"{t['run']['id']} {t['run']['status']}" if t["run"] else "-",
+    ] for t in document["ticks"]]
+    if document.get("dueKeys"):
+        lines += ["", "next due:", _table(
+            ["KEY", "NEXT DUE", "RULE", "LAST SLOT", "SET BY"],
+            [[d["key"], d["nextDue"], d["rule"], d["lastSlot"] or "never", d["setBy"]] for d in document["dueKeys"]],
+        )]
+    lines += ["", "last ticks:" if rows else "no ticks yet"]
+    if rows:
+        lines.append(_table(["SLOT", "ADMITTED AT", "SKIPPED", "OUTCOME", "PROPOSAL", "RUN"], rows))
+    return "\n".join(lines)
+
+def next_text(document: dict) -> str:
+    note = "" if document["enabled"] else " (disabled: the slots it would fire if enabled)"
+    if "local" in document:
+        width = max(len(s) for s in document["slots"])
+        slots = [f"{utc.ljust(width)}  {local} {document['timezone']}" for utc, local in zip(document["slots"], document["local"], strict=True)]
+    else:
+        slots = document["slots"]
+    return "\n".join([f"next slots of {document['loop']}{note}:", *slots])
+
+def next_keyed_text(document: dict) -> str:
+    note = "" if document["enabled"] else " (disabled: nothing fires)"
+    lines = [f"{document['keys']} key(s) in {document['loop']}{note}; due soonest:"]
+    lines += [f"  {d['nextDue']}  {d['key']}  ({d['rule']})" for d in document["due"]]
+    return "\n".join(lines)
+
+
+def tick_text(document: dict) -> str:
+    verb = "would fire" if document["dryRun"] else "fired"
+    lines = [f"at {document['at']}: {len(document['ticks'])} tick(s) {verb}"]
+    for t in document["ticks"]:
+        already = t["alreadyAdmitted"] if document["dryRun"] else not t["admitted"]
+        note = " (already admitted: a duplicate)" if already else ""
+        lines.append(f"  {t['eventId']}  skippedSlots={t['skippedSlots']}{note}")
+    if document["planned"] is not None:
+        lines.append(f"planned {document['planned']} event(s)")
+    return "\n".join(lines)
