@@ -1,6 +1,6 @@
 """The effective registry as immutable values (DESIGN §4).
 
-Built by ``runtime.registry.build``; read by the planner, the slot loop, the views and
+Built by ``runtime.registry.loader``; read by the planner, the slot loop, the views and
 the commands. Nothing here touches the database.
 """
 
@@ -20,6 +20,13 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)?)\}")
 
 #: Placeholders a command template may use that the runtime, never an event, fills.
 CLOSED_PLACEHOLDERS = frozenset({"factoryRoot", "runId", "runDir", "python", "manage"})
+
+#: An approval policy, of an event type or a loop (DESIGN §4, §7).
+APPROVALS = ("watched", "auto")
+
+#: The slot a sample tick or a job's sample event carries: a load checks one against the
+#: schemas every tick must pass, so that a loop or job that can never fire is a load error.
+SAMPLE_SLOT = "2026-01-01T00:00:00Z"
 
 
 @dataclass(frozen=True)

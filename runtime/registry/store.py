@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .build import load_registry
+from .loader import load_registry
 from .files import snapshot
 from .model import Registry, RegistryError, RegistryInvalid
 

@@ -1,0 +1,147 @@
+"""Load, merge and validate the registry, fail closed (DESIGN §4).
+
+``load_registry(registry_dir, config_dir)`` reads the tracked kernel (event types,
+definitions, edges, schedules, schemas), the instance overlay ``schedule.yaml`` and
+``repos.yaml``, and returns the effective ``Registry`` — or raises ``RegistryInvalid``
+with every error found, each naming the file, the entry and the rule.
+
+One load is a ``Load``: the directories, the errors found so far, the entries skipped as
+broken, and the helpers every step shares (errors, shapes, schemas). The steps live
+beside it: ``definitions`` (definitions, event types, edges), ``loops`` (repos, kernel
+and repo loops, the overlay merge, sample ticks), ``slots`` (interval, time-of-day and
+keyed slots) and ``jobs`` (the host-clock jobs).
+"""
+
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from referencing import Registry as SchemaRegistry
+from referencing import Resource
+
+from .definitions import read_definitions, read_edges, read_event_types
+from .files import compute_digest, display_path, read_json
+from .jobs import read_jobs
+from .loops import effective_loops, expand_repo_loops, merge_overlay, read_kernel_loops, read_overlay, read_repos
+from .model import Registry, RegistryError, RegistryInvalid
+
+
+class Load:
+    """One load of the registry; collects errors instead of stopping at the first.
+
+    ``broken`` holds ``(file name, entry)`` pairs whose entry broke its file's schema:
+    they are skipped without cascading into errors about whatever refers to them
+    (docs/decisions.md, Registry).
+    """
+
+    def __init__(self, registry_dir: Path, config_dir: Path):
+        self.registry_dir = registry_dir
+        self.config_dir = config_dir
+        self.errors: list[RegistryError] = []
+        self.broken: set[tuple[str, str]] = set()
+        self.meta = self._meta_registry()
+
+    def error(self, path: Path, entry: str, rule: str, detail: str) -> None:
+        self.errors.append(RegistryError(display_path(path), entry, rule, detail))
+
+    def _meta_registry(self) -> SchemaRegistry:
+        resources = []
+        for path in sorted((self.registry_dir / "schemas" / "meta").glob("*.json")):
+            contents = read_json(path, self.errors)
+            if isinstance(contents, dict):
+                resources.append((contents.get("$id", path.name), Resource.from_contents(contents)))
+        return SchemaRegistry().with_resources(resources)
+
+    def check_shape(self, path: Path, data, meta_name: str, entry_level: bool) -> bool:
+        """Validate ``data`` against a meta-schema; unknown keys are errors.
+
+        True when the file is usable: clean, or (``entry_level``) broken only inside
+        some entries, whose names are added to ``self.broken`` so that they are skipped
+        without cascading into errors about whatever refers to them.
+        """
+        meta_id = f"https://factory-runtime.invalid/meta/{meta_name}"
+        try:
+            schema = self.meta.contents(meta_id)
+        except Exception:  # noqa: BLE001 - a missing meta-schema is itself a registry error
+            self.error(path, "<file>", "missing_schema", f"meta-schema {meta_name} is not in registry/schemas/meta/")
+            return False
+        validator = Draft202012Validator(schema, registry=self.meta)
+        usable = True
+        for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+            parts = [str(p) for p in err.absolute_path]
+            entry = parts[0] if entry_level and parts else "<top>"
+            where = "/".join(parts) or "<top>"
+            self.error(path, entry, "schema", f"at {where}: {err.message}")
+            if entry == "<top>":
+                usable = False
+            else:
+                self.broken.add((path.name, entry))
+        return usable
+
+    def load_schema_file(self, name: str, path: Path, entry: str) -> dict | None:
+        """A payload/input/output schema from ``registry/schemas/``; errors name the referrer."""
+        schema_path = self.registry_dir / "schemas" / name
+        if not schema_path.is_file():
+            self.error(path, entry, "missing_schema", f"schemas/{name} does not exist")
+            return None
+        errors: list[RegistryError] = []
+        schema = read_json(schema_path, errors)
+        self.errors.extend(errors)
+        if schema is None:
+            return None
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            self.error(schema_path, "<file>", "invalid_schema", exc.message)
+            return None
+        return schema
+
+    def builtin_schema(self, name: str) -> dict:
+        errors: list[RegistryError] = []
+        schema = read_json(self.registry_dir / "schemas" / name, errors)
+        self.errors.extend(errors)
+        return schema or {}
+
+    def registry(self) -> Registry:
+        """Run every step in order (the order of the errors) and assemble the ``Registry``.
+
+        Raises ``RegistryInvalid`` when any step found an error, or when the digest
+        cannot be computed; nothing partial is returned.
+        """
+        definitions = read_definitions(self)
+        event_types = read_event_types(self, definitions)
+        edges = read_edges(self, definitions, event_types)
+        repos = read_repos(self)
+        kernel, templates = read_kernel_loops(self)
+        drafts = {**kernel, **expand_repo_loops(self, templates, repos, kernel)}
+        overlay = read_overlay(self)
+        loops = effective_loops(self, merge_overlay(self, drafts, overlay), event_types, definitions)
+        jobs = read_jobs(self, overlay, event_types, definitions)
+        envelope_schema = self.builtin_schema("factory.event.v1.json")
+        command_result_schema = self.builtin_schema("factory.command-result.v1.json")
+        if self.errors:
+            raise RegistryInvalid(self.errors)
+        try:
+            digest = compute_digest(self.registry_dir)
+        except (ValueError, OSError) as exc:
+            raise RegistryInvalid([RegistryError(display_path(self.registry_dir), "<digest>", "unreadable", str(exc))])
+        return Registry(
+            digest=digest,
+            event_types=event_types,
+            definitions=definitions,
+            edges=edges,
+            loops=loops,
+            repos=repos,
+            envelope_schema=envelope_schema,
+            command_result_schema=command_result_schema,
+            jobs=jobs,
+        )
+
+
+def load_registry(registry_dir: Path, config_dir: Path) -> Registry:
+    """Read and validate the kernel under ``registry_dir`` and the overlay under ``config_dir``.
+
+    Returns the effective ``Registry``. Raises ``RegistryInvalid`` listing every error
+    (file, entry, rule, detail); nothing partial is ever returned (fail closed).
+    """
+    return Load(registry_dir, config_dir).registry()
