@@ -112,8 +112,8 @@ class Load:
         event_types = read_event_types(self, definitions)
         edges = read_edges(self, definitions, event_types)
         repos = read_repos(self)
-        kernel, templates = read_kernel_loops(self)
-        drafts = {**kernel, **expand_repo_loops(self, templates, repos, kernel)}
+        kernel = read_kernel_loops(self)
+        drafts = {**kernel.loops, **expand_repo_loops(self, kernel, repos)}
         overlay = read_overlay(self)
         loops = effective_loops(self, merge_overlay(self, drafts, overlay), event_types, definitions)
         jobs = read_jobs(self, overlay, event_types, definitions)

@@ -10,6 +10,7 @@ tick) into a ``Loop``.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jsonschema import Draft202012Validator
@@ -49,6 +50,26 @@ REPO_LOOPS_KEY = "repoLoops"
 MERGE_TEMPLATE = "merge-{repo}"
 
 
+@dataclass(frozen=True)
+class LoopDraft:
+    """A loop entry on its way to a ``Loop``: the raw ``entry`` with the defaults filled
+    in, its ``source`` (``kernel``, ``repos`` or ``overlay``) and the ``overrides``, the
+    fields that the overlay or a repo's ``merge_every`` changed (DESIGN §4)."""
+
+    entry: dict
+    source: str
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KernelLoops:
+    """What ``schedules.json`` declares: its ``loops`` and its ``repoLoops`` ``templates``
+    (template name → raw entry)."""
+
+    loops: dict[str, LoopDraft]
+    templates: dict[str, dict]
+
+
 def read_repos(load: Load) -> tuple[Repo, ...]:
     """``config/repos.yaml`` (optional). Rules: ``duplicate_repo``, ``unparseable_every``
     (a ``merge_every`` outside the cadence grammar)."""
@@ -71,13 +92,14 @@ def read_repos(load: Load) -> tuple[Repo, ...]:
     return tuple(result)
 
 
-def read_kernel_loops(load: Load) -> tuple[dict[str, tuple[dict, str, tuple]], dict[str, dict]]:
-    """The kernel's loops as ``name → (raw entry with defaults, "kernel", ())`` and its
-    ``repoLoops`` templates as ``template name → raw entry`` (DESIGN §4)."""
+def read_kernel_loops(load: Load) -> KernelLoops:
+    """The kernel's loops (``source`` kernel, no overrides) and its ``repoLoops`` templates
+    (DESIGN §4). Rules: the file's shape, ``invalid_loop_name`` and those of
+    ``check_kernel_entry``."""
     path = load.registry_dir / "schedules.json"
     data = read_json(path, load.errors)
     if data is None or not load.check_shape(path, data, "schedules.schema.json", entry_level=True):
-        return {}, {}
+        return KernelLoops({}, {})
     templates = data.pop(REPO_LOOPS_KEY, {})
     result = {}
     for name, entry in data.items():
@@ -87,8 +109,8 @@ def read_kernel_loops(load: Load) -> tuple[dict[str, tuple[dict, str, tuple]], d
             load.error(path, name, "invalid_loop_name", f"a loop name must match {LOOP_NAME_PATTERN}")
             continue
         if check_kernel_entry(load, path, name, entry):
-            result[name] = ({**LOOP_DEFAULTS, **entry}, "kernel", ())
-    return result, templates
+            result[name] = LoopDraft({**LOOP_DEFAULTS, **entry}, "kernel")
+    return KernelLoops(result, templates)
 
 
 def check_kernel_entry(load: Load, path: Path, name: str, entry: dict) -> bool:
@@ -105,21 +127,19 @@ def check_kernel_entry(load: Load, path: Path, name: str, entry: dict) -> bool:
     return True
 
 
-def expand_repo_loops(
-    load: Load, templates: dict[str, dict], repos: tuple[Repo, ...], kernel: dict[str, tuple[dict, str, tuple]]
-) -> dict[str, tuple[dict, str, tuple]]:
+def expand_repo_loops(load: Load, kernel: KernelLoops, repos: tuple[Repo, ...]) -> dict[str, LoopDraft]:
     """Expand the ``repoLoops`` templates for every repo that is not ``report_only`` (spec §12).
 
-    Each loop is ``name → (entry, "repos", overrides)``: the template with ``{repo}``
-    replaced in its name and ``repo`` added to its payload. The ``merge-{repo}``
+    Each loop (``source`` repos) is the template with ``{repo}`` replaced in its name
+    and ``repo`` added to its payload. The ``merge-{repo}``
     template takes the repo's ``merge_every`` (reported in ``overrides`` as
     ``every``); an overlay override by loop name comes later and wins. Errors:
     ``template_payload_repo`` (a template may not pin the repo), ``invalid_loop_name``
     (an expanded name too long), ``repo_loop_collision`` (the name of a kernel loop).
     """
     path = load.registry_dir / "schedules.json"
-    result: dict[str, tuple[dict, str, tuple]] = {}
-    for template, raw in templates.items():
+    result: dict[str, LoopDraft] = {}
+    for template, raw in kernel.templates.items():
         label = f"{REPO_LOOPS_KEY}/{template}"
         if not check_kernel_entry(load, path, label, raw):
             continue
@@ -133,14 +153,14 @@ def expand_repo_loops(
             if not re.match(LOOP_NAME_PATTERN, name):
                 load.error(path, label, "invalid_loop_name", f"{name!r} (repo {repo.name}) must match {LOOP_NAME_PATTERN}")
                 continue
-            if name in kernel:
+            if name in kernel.loops:
                 load.error(path, label, "repo_loop_collision", f"{name!r} (repo {repo.name}) is also a kernel loop")
                 continue
             entry = {**LOOP_DEFAULTS, **raw, "payload": {**(raw.get("payload") or {}), "repo": repo.name}}
             overrides: tuple[str, ...] = ()
             if template == MERGE_TEMPLATE and repo.merge_every and repo.merge_every != raw["every"]:
                 entry["every"], overrides = repo.merge_every, ("every",)
-            result[name] = (entry, "repos", overrides)
+            result[name] = LoopDraft(entry, "repos", overrides)
     return result
 
 
@@ -155,9 +175,7 @@ def read_overlay(load: Load) -> dict:
     return data or {}
 
 
-def merge_overlay(
-    load: Load, loops: dict[str, tuple[dict, str, tuple]], overlay: dict
-) -> dict[str, tuple[dict, str, tuple]]:
+def merge_overlay(load: Load, loops: dict[str, LoopDraft], overlay: dict) -> dict[str, LoopDraft]:
     """Apply the overlay's ``schedules:`` over the kernel and repo loops (DESIGN §4 merge rules).
 
     ``overrides`` accumulates: a repo loop whose cadence came from ``merge_every``
@@ -169,9 +187,10 @@ def merge_overlay(
     merged = dict(loops)
     for name, entry in (overlay.get("schedules") or {}).items():
         if name in merged:
-            base, source, base_overrides = merged[name]
+            draft = merged[name]
+            base = draft.entry
             forbidden = [k for k in entry if k not in OVERLAY_OVERRIDABLE and entry[k] != base.get(k)]
-            repo = base["payload"].get("repo") if source == "repos" else None
+            repo = base["payload"].get("repo") if draft.source == "repos" else None
             if repo is not None and (entry.get("payload") or {}).get("repo", repo) != repo:
                 forbidden.append("payload.repo")
             if forbidden:
@@ -183,13 +202,13 @@ def merge_overlay(
                 continue
             overrides = tuple(
                 k for k in OVERLAY_OVERRIDABLE
-                if k in base_overrides or (k in entry and entry[k] != base.get(k))
+                if k in draft.overrides or (k in entry and entry[k] != base.get(k))
             )
             effective = dict(base)
             effective.update({k: entry[k] for k in ("enabled", "every") if k in entry})
             if "payload" in entry:
                 effective["payload"] = {**base.get("payload", {}), **entry["payload"]}
-            merged[name] = (effective, source, overrides)
+            merged[name] = LoopDraft(effective, draft.source, overrides)
             continue
         if not re.match(LOOP_NAME_PATTERN, name):
             load.error(path, name, "invalid_loop_name", f"a loop name must match {LOOP_NAME_PATTERN}")
@@ -204,13 +223,13 @@ def merge_overlay(
                 "approval auto is a tracked registry declaration, never local configuration",
             )
             continue
-        merged[name] = ({**LOOP_DEFAULTS, **entry}, "overlay", ())
+        merged[name] = LoopDraft({**LOOP_DEFAULTS, **entry}, "overlay")
     return merged
 
 
 def effective_loops(
     load: Load,
-    merged: dict[str, tuple[dict, str, tuple]],
+    merged: dict[str, LoopDraft],
     event_types: dict[str, EventType],
     definitions: dict[str, Definition],
 ) -> dict[str, Loop]:
@@ -222,7 +241,8 @@ def effective_loops(
     broke its file's schema is skipped without an error of its own.
     """
     result = {}
-    for name, (entry, source, overrides) in sorted(merged.items()):
+    for name, draft in sorted(merged.items()):
+        entry, source, overrides = draft.entry, draft.source, draft.overrides
         path = load.config_dir / "schedule.yaml" if source == "overlay" else load.registry_dir / "schedules.json"
         overlay = load.config_dir / "schedule.yaml"
         # A value the overlay changed is reported against the overlay, where it was written.
