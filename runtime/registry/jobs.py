@@ -10,8 +10,6 @@ import re
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from jsonschema import Draft202012Validator
-
 from lib.cadence import CadenceError, parse_every
 
 from .model import (
@@ -124,7 +122,7 @@ def check_sample_event(load: Load, path, label, name, payload, etype, target) ->
     sample = {**payload, "loop": name, "slot": SAMPLE_SLOT}
     for what, schema in ((f"payload schema of {etype.name}", etype.payload_schema),
                          (f"input schema of {etype.target}", target.input_schema if target else None)):
-        err = next(iter(Draft202012Validator(schema).iter_errors(sample)), None) if schema else None
+        err = load.first_error(schema, sample) if schema else None
         if err is not None:
             where = "/".join(map(str, err.absolute_path)) or "<top>"
             load.error(path, label, "sample_event_invalid", f"this job's event fails the {what} at {where}: {err.message}")

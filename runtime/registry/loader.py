@@ -12,6 +12,7 @@ and repo loops, the overlay merge, sample ticks), ``slots`` (interval, time-of-d
 keyed slots) and ``jobs`` (the host-clock jobs).
 """
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from jsonschema import Draft202012Validator
@@ -26,12 +27,23 @@ from .loops import effective_loops, expand_repo_loops, merge_overlay, read_kerne
 from .model import Registry, RegistryError, RegistryInvalid
 
 
+@dataclass(frozen=True)
+class SchemaFile:
+    """A schema file of ``registry/schemas/`` as one load found it: whether it ``exists``,
+    the ``errors`` reading and checking it gave, and the ``schema`` (None when broken)."""
+
+    exists: bool
+    errors: tuple[RegistryError, ...]
+    schema: dict | None
+
+
 class Load:
     """One load of the registry; collects errors instead of stopping at the first.
 
     ``broken`` holds ``(file name, entry)`` pairs whose entry broke its file's schema:
     they are skipped without cascading into errors about whatever refers to them
-    (docs/decisions.md, Registry).
+    (docs/decisions.md, Registry). A schema file is read and checked once, and a
+    validator built once per schema, however many entries refer to it.
     """
 
     def __init__(self, registry_dir: Path, config_dir: Path):
@@ -40,6 +52,10 @@ class Load:
         self.errors: list[RegistryError] = []
         self.broken: set[tuple[str, str]] = set()
         self.meta = self._meta_registry()
+        self._shape_validators: dict[str, Draft202012Validator] = {}
+        self._schema_files: dict[str, SchemaFile] = {}
+        # Keyed by id(): each entry holds its schema too, so the id stays that schema's.
+        self._validators: dict[int, tuple[dict, Draft202012Validator]] = {}
 
     def error(self, path: Path, entry: str, rule: str, detail: str) -> None:
         self.errors.append(RegistryError(display_path(path), entry, rule, detail))
@@ -65,7 +81,9 @@ class Load:
         except Exception:  # noqa: BLE001 - a missing meta-schema is itself a registry error
             self.error(path, "<file>", "missing_schema", f"meta-schema {meta_name} is not in registry/schemas/meta/")
             return False
-        validator = Draft202012Validator(schema, registry=self.meta)
+        if meta_name not in self._shape_validators:
+            self._shape_validators[meta_name] = Draft202012Validator(schema, registry=self.meta)
+        validator = self._shape_validators[meta_name]
         usable = True
         for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
             parts = [str(p) for p in err.absolute_path]
@@ -79,22 +97,38 @@ class Load:
         return usable
 
     def load_schema_file(self, name: str, path: Path, entry: str) -> dict | None:
-        """A payload/input/output schema from ``registry/schemas/``; errors name the referrer."""
-        schema_path = self.registry_dir / "schemas" / name
-        if not schema_path.is_file():
+        """A payload/input/output schema from ``registry/schemas/``, or None when it is
+        missing (``missing_schema``, naming the referrer ``path`` and ``entry``) or broken
+        (``missing_file``, ``invalid_json``, ``invalid_schema``, naming the schema file).
+        Every referrer gets the file's errors, as if it had read the file itself."""
+        if name not in self._schema_files:
+            self._schema_files[name] = self._read_schema_file(self.registry_dir / "schemas" / name)
+        found = self._schema_files[name]
+        if not found.exists:
             self.error(path, entry, "missing_schema", f"schemas/{name} does not exist")
             return None
+        self.errors.extend(found.errors)
+        return found.schema
+
+    @staticmethod
+    def _read_schema_file(schema_path: Path) -> SchemaFile:
+        if not schema_path.is_file():
+            return SchemaFile(exists=False, errors=(), schema=None)
         errors: list[RegistryError] = []
         schema = read_json(schema_path, errors)
-        self.errors.extend(errors)
-        if schema is None:
-            return None
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            self.error(schema_path, "<file>", "invalid_schema", exc.message)
-            return None
-        return schema
+        if schema is not None:
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as exc:
+                errors.append(RegistryError(display_path(schema_path), "<file>", "invalid_schema", exc.message))
+                schema = None
+        return SchemaFile(exists=True, errors=tuple(errors), schema=schema)
+
+    def first_error(self, schema: dict, instance):
+        """The first error of ``instance`` against a payload or input ``schema``, or None."""
+        if id(schema) not in self._validators:
+            self._validators[id(schema)] = (schema, Draft202012Validator(schema))
+        return next(iter(self._validators[id(schema)][1].iter_errors(instance)), None)
 
     def builtin_schema(self, name: str) -> dict:
         errors: list[RegistryError] = []

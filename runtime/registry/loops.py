@@ -13,8 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jsonschema import Draft202012Validator
-
 from lib.cadence import CadenceError, parse_every
 
 from .files import read_json, read_yaml
@@ -316,7 +314,7 @@ def check_sample_tick(load: Load, path, name, entry, cadence, etype, target) -> 
                            target.input_schema if target else None)):
         if schema is None:
             continue
-        err = next(iter(Draft202012Validator(schema).iter_errors(sample)), None)
+        err = load.first_error(schema, sample)
         if err is not None:
             where = "/".join(map(str, err.absolute_path)) or "<top>"
             load.error(path, name, "sample_tick_invalid", f"a tick of this loop fails the {label} at {where}: {err.message}")
