@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from lib.refusals import Refused
+
 LOOP_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 
 #: Payload fields the slot loop adds to every tick (DESIGN §5, §6); loop-target input
@@ -45,12 +47,22 @@ class RegistryError:
         return {"file": self.file, "entry": self.entry, "rule": self.rule, "detail": self.detail}
 
 
-class RegistryInvalid(Exception):
-    """The registry or overlay on disk does not validate; ``errors`` says why."""
+class RegistryInvalid(Refused):
+    """The registry or overlay on disk does not validate; ``errors`` says why (DESIGN §4).
+
+    A refusal with code ``registry_invalid`` whose ``detail`` (and ``str()``) is every
+    error, ``file: entry: rule: detail``, joined by ``; ``. An HTTP door answers it 503:
+    the runtime cannot take anything until the registry validates.
+    """
+
+    status = 503
 
     def __init__(self, errors: list[RegistryError]):
         self.errors = errors
-        super().__init__("; ".join(str(e) for e in errors))
+        super().__init__("registry_invalid", "; ".join(str(e) for e in errors))
+
+    def __str__(self) -> str:
+        return self.detail
 
 
 @dataclass(frozen=True)
