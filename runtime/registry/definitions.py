@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .files import read_json
 from .model import APPROVALS, CLOSED_PLACEHOLDERS, PLACEHOLDER, Definition, Edge, EdgeEmit, EventType
 
 if TYPE_CHECKING:
@@ -27,8 +26,8 @@ def read_definitions(load: Load) -> dict[str, Definition]:
     those of ``check_definition``; a definition's schemas must exist and be valid.
     """
     result: dict[str, Definition] = {}
-    for path in sorted((load.registry_dir / "definitions").glob("*.json")):
-        data = read_json(path, load.errors)
+    for path in load.glob(load.registry_dir / "definitions"):
+        data = load.read_json(path)
         if data is None or not load.check_shape(path, data, "definition.schema.json", entry_level=False):
             continue
         ref = f"{data['id']}@{data['version']}"
@@ -89,7 +88,7 @@ def read_event_types(load: Load, definitions: dict[str, Definition]) -> dict[str
     read-only targets only); a payload schema must exist and be valid.
     """
     path = load.registry_dir / "event-types.json"
-    data = read_json(path, load.errors)
+    data = load.read_json(path)
     if data is None or not load.check_shape(path, data, "event-types.schema.json", entry_level=True):
         return {}
     result = {}
@@ -126,7 +125,7 @@ def read_edges(load: Load, definitions: dict[str, Definition], event_types: dict
     """``registry/edges.json`` in file order. Rules: ``missing_definition`` (the edge's
     definition has no file), ``edge_unregistered_type`` (it emits an unregistered type)."""
     path = load.registry_dir / "edges.json"
-    data = read_json(path, load.errors)
+    data = load.read_json(path)
     if data is None or not load.check_shape(path, data, "edges.schema.json", entry_level=True):
         return ()
     result = []

@@ -21,7 +21,7 @@ from referencing import Registry as SchemaRegistry
 from referencing import Resource
 
 from .definitions import read_definitions, read_edges, read_event_types
-from .files import compute_digest, display_path, read_json
+from .files import Inputs, compute_digest, display_path, read_json, read_yaml
 from .jobs import read_jobs
 from .loops import effective_loops, expand_repo_loops, merge_overlay, read_kernel_loops, read_overlay, read_repos
 from .model import Registry, RegistryError, RegistryInvalid
@@ -46,9 +46,10 @@ class Load:
     validator built once per schema, however many entries refer to it.
     """
 
-    def __init__(self, registry_dir: Path, config_dir: Path):
-        self.registry_dir = registry_dir
-        self.config_dir = config_dir
+    def __init__(self, inputs: Inputs):
+        self.inputs = inputs
+        self.registry_dir = inputs.registry_dir
+        self.config_dir = inputs.config_dir
         self.errors: list[RegistryError] = []
         self.broken: set[tuple[str, str]] = set()
         self.meta = self._meta_registry()
@@ -60,10 +61,22 @@ class Load:
     def error(self, path: Path, entry: str, rule: str, detail: str) -> None:
         self.errors.append(RegistryError(display_path(path), entry, rule, detail))
 
+    def read_json(self, path: Path):
+        """The parsed JSON file, or None (its error reported)."""
+        return read_json(self.inputs, path, self.errors)
+
+    def read_yaml(self, path: Path):
+        """The parsed optional YAML file (``{}`` when absent), or None (its error reported)."""
+        return read_yaml(self.inputs, path, self.errors)
+
+    def glob(self, directory: Path) -> list[Path]:
+        """The ``*.json`` files in ``directory``, sorted."""
+        return self.inputs.glob(directory)
+
     def _meta_registry(self) -> SchemaRegistry:
         resources = []
-        for path in sorted((self.registry_dir / "schemas" / "meta").glob("*.json")):
-            contents = read_json(path, self.errors)
+        for path in self.glob(self.registry_dir / "schemas" / "meta"):
+            contents = self.read_json(path)
             if isinstance(contents, dict):
                 resources.append((contents.get("$id", path.name), Resource.from_contents(contents)))
         return SchemaRegistry().with_resources(resources)
@@ -110,12 +123,11 @@ class Load:
         self.errors.extend(found.errors)
         return found.schema
 
-    @staticmethod
-    def _read_schema_file(schema_path: Path) -> SchemaFile:
-        if not schema_path.is_file():
+    def _read_schema_file(self, schema_path: Path) -> SchemaFile:
+        if not self.inputs.is_file(schema_path):
             return SchemaFile(exists=False, errors=(), schema=None)
         errors: list[RegistryError] = []
-        schema = read_json(schema_path, errors)
+        schema = read_json(self.inputs, schema_path, errors)
         if schema is not None:
             try:
                 Draft202012Validator.check_schema(schema)
@@ -131,10 +143,7 @@ class Load:
         return next(iter(self._validators[id(schema)][1].iter_errors(instance)), None)
 
     def builtin_schema(self, name: str) -> dict:
-        errors: list[RegistryError] = []
-        schema = read_json(self.registry_dir / "schemas" / name, errors)
-        self.errors.extend(errors)
-        return schema or {}
+        return self.read_json(self.registry_dir / "schemas" / name) or {}
 
     def registry(self) -> Registry:
         """Run every step in order (the order of the errors) and assemble the ``Registry``.
@@ -156,7 +165,7 @@ class Load:
         if self.errors:
             raise RegistryInvalid(self.errors)
         try:
-            digest = compute_digest(self.registry_dir)
+            digest = compute_digest(self.inputs)
         except (ValueError, OSError) as exc:
             raise RegistryInvalid([RegistryError(display_path(self.registry_dir), "<digest>", "unreadable", str(exc))])
         return Registry(
@@ -178,4 +187,4 @@ def load_registry(registry_dir: Path, config_dir: Path) -> Registry:
     Returns the effective ``Registry``. Raises ``RegistryInvalid`` listing every error
     (file, entry, rule, detail); nothing partial is ever returned (fail closed).
     """
-    return Load(registry_dir, config_dir).registry()
+    return Load(Inputs.read(registry_dir, config_dir)).registry()

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from lib.cadence import CadenceError, parse_every
 
-from .files import read_json, read_yaml
 from .model import (
     APPROVALS,
     LOOP_NAME_PATTERN,
@@ -72,7 +71,7 @@ def read_repos(load: Load) -> tuple[Repo, ...]:
     """``config/repos.yaml`` (optional). Rules: ``duplicate_repo``, ``unparseable_every``
     (a ``merge_every`` outside the cadence grammar)."""
     path = load.config_dir / "repos.yaml"
-    data = read_yaml(path, load.errors)
+    data = load.read_yaml(path)
     if data is None or not load.check_shape(path, data, "repos.schema.json", entry_level=False):
         return ()
     result, seen = [], set()
@@ -95,7 +94,7 @@ def read_kernel_loops(load: Load) -> KernelLoops:
     (DESIGN §4). Rules: the file's shape, ``invalid_loop_name`` and those of
     ``check_kernel_entry``."""
     path = load.registry_dir / "schedules.json"
-    data = read_json(path, load.errors)
+    data = load.read_json(path)
     if data is None or not load.check_shape(path, data, "schedules.schema.json", entry_level=True):
         return KernelLoops({}, {})
     templates = data.pop(REPO_LOOPS_KEY, {})
@@ -167,7 +166,7 @@ def read_overlay(load: Load) -> dict:
     not of the overlay's shape (those errors are reported). Its ``schedules:`` are merged
     here; its ``jobs:`` are the host-clock jobs (``jobs.read_jobs``)."""
     path = load.config_dir / "schedule.yaml"
-    data = read_yaml(path, load.errors)
+    data = load.read_yaml(path)
     if data is None or not load.check_shape(path, data, "overlay.schema.json", entry_level=False):
         return {}
     return data or {}
