@@ -10,8 +10,13 @@ broken, and the helpers every step shares (errors, shapes, schemas). The steps l
 beside it: ``definitions`` (definitions, event types, edges), ``loops`` (repos, kernel
 and repo loops, the overlay merge, sample ticks), ``slots`` (interval, time-of-day and
 keyed slots) and ``jobs`` (the host-clock jobs).
+
+A process loads a registry once per content: ``load_registry`` keeps the last few good
+registries by their directories and the bytes of every file read.
 """
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +30,13 @@ from .files import Inputs, compute_digest, display_path, read_json, read_yaml
 from .jobs import read_jobs
 from .loops import effective_loops, expand_repo_loops, merge_overlay, read_kernel_loops, read_overlay, read_repos
 from .model import Registry, RegistryError, RegistryInvalid
+
+#: How many good registries a process keeps by content: the one in force and a few
+#: before it (an edit undone, a test's directories), so that a long-running process
+#: does not grow with every edit.
+MEMO_SIZE = 8
+_memo: OrderedDict[tuple, Registry] = OrderedDict()
+_memo_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -186,5 +198,25 @@ def load_registry(registry_dir: Path, config_dir: Path) -> Registry:
 
     Returns the effective ``Registry``. Raises ``RegistryInvalid`` listing every error
     (file, entry, rule, detail); nothing partial is ever returned (fail closed).
+
+    Memoised by content: when the directories and the bytes of every file the load
+    reads (``files.Inputs``) equal those of one of the last ``MEMO_SIZE`` good loads,
+    that ``Registry`` is returned without validating again. A failed load is not kept:
+    it validates, and fails the same way, each time.
     """
-    return Load(Inputs.read(registry_dir, config_dir)).registry()
+    inputs = Inputs.read(registry_dir, config_dir)
+    key = inputs.key()
+    if key is not None:
+        with _memo_lock:
+            if key in _memo:
+                _memo.move_to_end(key)
+                return _memo[key]
+    registry = Load(inputs).registry()
+    # A load that read a file outside the snapshot depends on more than the key says.
+    if key is not None and inputs.complete:
+        with _memo_lock:
+            _memo[key] = registry
+            _memo.move_to_end(key)
+            while len(_memo) > MEMO_SIZE:
+                _memo.popitem(last=False)
+    return registry
