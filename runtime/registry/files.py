@@ -1,5 +1,7 @@
 """Reading the registry and configuration files, and the registry digest (DESIGN §4)."""
 
+from __future__ import annotations
+
 import hashlib
 import io
 import json
@@ -28,7 +30,7 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-def read_json(inputs: "Inputs", path: Path, errors: list[RegistryError]):
+def read_json(inputs: Inputs, path: Path, errors: list[RegistryError]):
     """Parse a JSON file; on failure append ``missing_file`` or ``invalid_json`` and return None."""
     try:
         text = inputs.read_text(path)
@@ -42,7 +44,7 @@ def read_json(inputs: "Inputs", path: Path, errors: list[RegistryError]):
         return None
 
 
-def read_yaml(inputs: "Inputs", path: Path, errors: list[RegistryError]):
+def read_yaml(inputs: Inputs, path: Path, errors: list[RegistryError]):
     """Parse an optional YAML file: a missing file is ``{}``; bad YAML appends ``invalid_yaml``."""
     try:
         text = inputs.read_text(path)
@@ -60,7 +62,7 @@ def kernel_files(registry_dir: Path) -> list[Path]:
     return sorted(registry_dir.rglob("*.json"), key=lambda p: p.relative_to(registry_dir).as_posix())
 
 
-def compute_digest(inputs: "Inputs") -> str:
+def compute_digest(inputs: Inputs) -> str:
     """SHA-256 hex over the canonical JSON (sorted keys, no whitespace) of the kernel files.
 
     The document hashed is ``{relative path: parsed content}``, whose sorted keys put the
@@ -89,10 +91,11 @@ class Inputs:
     ``Inputs.read(registry_dir, config_dir)`` lists and reads the kernel (every ``*.json``
     under the registry directory, and those of ``definitions/``, ``schemas/`` and
     ``schemas/meta/`` again, since ``rglob`` does not descend into a symlinked
-    directory), the overlay ``schedule.yaml`` and ``repos.yaml``. The load reads only through it, so
-    that ``key`` names exactly what was validated. A file outside the snapshot (a schema
-    name that a changed meta-schema let out of ``schemas/``) is read from disk, and the
-    snapshot is then no longer ``complete``.
+    directory), the overlay ``schedule.yaml`` and ``repos.yaml``; ``fake-outcomes.yaml``
+    is the fake adapter's, not the registry's. A load reads only through the snapshot,
+    so ``key`` names exactly what was validated. A file outside it (a schema name that a
+    changed meta-schema let out of ``schemas/``) is read from disk, and the snapshot is
+    then no longer ``complete``.
     """
 
     #: The files a load reads by name, whether or not they exist.
@@ -119,7 +122,7 @@ class Inputs:
         self.complete = True
 
     @classmethod
-    def read(cls, registry_dir: Path, config_dir: Path) -> "Inputs":
+    def read(cls, registry_dir: Path, config_dir: Path) -> Inputs:
         """Snapshot the inputs of a load of ``registry_dir`` and ``config_dir``."""
         kernel = kernel_files(registry_dir)
         listings = {registry_dir / name: sorted((registry_dir / name).glob("*.json")) for name in cls.LISTED}
@@ -158,16 +161,17 @@ class Inputs:
         return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
 
     def key(self) -> tuple | None:
-        """The directories and every file's bytes (None for a missing file), or None when
-        a file exists but could not be read: such a load never succeeds."""
+        """The directories, and every file's path, ``is_file`` and bytes (None for a
+        missing file); None when a file exists but could not be read, since a load
+        that reads it raises instead of returning a registry."""
         files = []
         for path, found in sorted(self._files.items()):
             if isinstance(found.data, FileNotFoundError):
-                files.append((str(path), None))
+                files.append((str(path), found.is_file, None))
             elif isinstance(found.data, OSError):
                 return None
             else:
-                files.append((str(path), found.data))
+                files.append((str(path), found.is_file, found.data))
         return (str(self.registry_dir), str(self.config_dir), tuple(files))
 
 
