@@ -1,6 +1,6 @@
 """The registry: kernel files, overlay, validation, digest (DESIGN §4)."""
 
-from .build import load_registry
+from .loader import load_registry
 from lib.cadence import CadenceError, parse_every
 from .model import (
     TICK_BOOKKEEPING_FIELDS,

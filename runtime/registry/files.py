@@ -1,7 +1,11 @@
 """Reading the registry and configuration files, and the registry digest (DESIGN §4)."""
 
+from __future__ import annotations
+
 import hashlib
+import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -26,10 +30,10 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-def read_json(path: Path, errors: list[RegistryError]):
+def read_json(inputs: Inputs, path: Path, errors: list[RegistryError]):
     """Parse a JSON file; on failure append ``missing_file`` or ``invalid_json`` and return None."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = inputs.read_text(path)
     except FileNotFoundError:
         errors.append(RegistryError(display_path(path), "<file>", "missing_file", "the file does not exist"))
         return None
@@ -40,10 +44,10 @@ def read_json(path: Path, errors: list[RegistryError]):
         return None
 
 
-def read_yaml(path: Path, errors: list[RegistryError]):
+def read_yaml(inputs: Inputs, path: Path, errors: list[RegistryError]):
     """Parse an optional YAML file: a missing file is ``{}``; bad YAML appends ``invalid_yaml``."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = inputs.read_text(path)
     except FileNotFoundError:
         return {}
     try:
@@ -58,18 +62,125 @@ def kernel_files(registry_dir: Path) -> list[Path]:
     return sorted(registry_dir.rglob("*.json"), key=lambda p: p.relative_to(registry_dir).as_posix())
 
 
-def compute_digest(registry_dir: Path) -> str:
+def compute_digest(inputs: Inputs) -> str:
     """SHA-256 hex over the canonical JSON (sorted keys, no whitespace) of the kernel files.
 
     The document hashed is ``{relative path: parsed content}``, whose sorted keys put the
     files in path order. The overlay and repos files are outside it (DESIGN §4).
-    Raises ValueError if a file is not valid JSON.
+    Raises ValueError if a file is not valid JSON, OSError if one cannot be read.
     """
     document = {
-        path.relative_to(registry_dir).as_posix(): json.loads(path.read_text(encoding="utf-8"))
-        for path in kernel_files(registry_dir)
+        path.relative_to(inputs.registry_dir).as_posix(): json.loads(inputs.read_text(path))
+        for path in inputs.kernel_files
     }
     return hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class _File:
+    """One file as a snapshot found it: ``is_file`` as ``Path.is_file`` said, and its
+    bytes, or the OSError reading them raised."""
+
+    is_file: bool
+    data: bytes | OSError
+
+
+class Inputs:
+    """The bytes of every file one load reads, each read once (DESIGN §4).
+
+    ``Inputs.read(registry_dir, config_dir)`` lists and reads the kernel (every ``*.json``
+    under the registry directory, and those of ``definitions/``, ``schemas/`` and
+    ``schemas/meta/`` again, since ``rglob`` does not descend into a symlinked
+    directory), the overlay ``schedule.yaml`` and ``repos.yaml``; ``fake-outcomes.yaml``
+    is the fake adapter's, not the registry's. A load reads only through the snapshot,
+    so ``key`` names exactly what was validated. A file outside it (a schema name that a
+    changed meta-schema let out of ``schemas/``) is read from disk, and the snapshot is
+    then no longer ``complete``.
+    """
+
+    #: The files a load reads by name, whether or not they exist.
+    KERNEL_NAMED = (
+        "event-types.json",
+        "edges.json",
+        "schedules.json",
+        "schemas/factory.event.v1.json",
+        "schemas/factory.command-result.v1.json",
+    )
+    CONFIG_NAMED = ("schedule.yaml", "repos.yaml")
+    #: The directories whose ``*.json`` a load lists.
+    LISTED = ("definitions", "schemas/meta")
+    #: Where the schemas that entries name by file name live.
+    SCHEMAS = "schemas"
+
+    def __init__(self, registry_dir: Path, config_dir: Path, kernel_files: list[Path],
+                 listings: dict[Path, list[Path]], files: dict[Path, _File]):
+        self.registry_dir = registry_dir
+        self.config_dir = config_dir
+        self.kernel_files = kernel_files
+        self._listings = listings
+        self._files = files
+        self.complete = True
+
+    @classmethod
+    def read(cls, registry_dir: Path, config_dir: Path) -> Inputs:
+        """Snapshot the inputs of a load of ``registry_dir`` and ``config_dir``."""
+        kernel = kernel_files(registry_dir)
+        listings = {registry_dir / name: sorted((registry_dir / name).glob("*.json")) for name in cls.LISTED}
+        paths = {
+            *kernel,
+            *(path for listed in listings.values() for path in listed),
+            *(registry_dir / cls.SCHEMAS).glob("*.json"),
+            *(registry_dir / name for name in cls.KERNEL_NAMED),
+            *(config_dir / name for name in cls.CONFIG_NAMED),
+        }
+        return cls(registry_dir, config_dir, kernel, listings, {path: _snapshot_file(path) for path in paths})
+
+    def glob(self, directory: Path) -> list[Path]:
+        """``sorted(directory.glob("*.json"))`` as the snapshot listed it."""
+        if directory not in self._listings:
+            self.complete = False
+            return sorted(directory.glob("*.json"))
+        return self._listings[directory]
+
+    def is_file(self, path: Path) -> bool:
+        """``path.is_file()`` as the snapshot found it."""
+        if path not in self._files:
+            self.complete = False
+            return path.is_file()
+        return self._files[path].is_file
+
+    def read_text(self, path: Path) -> str:
+        """``path.read_text(encoding="utf-8")`` of the snapshot's bytes: the same text
+        (universal newlines), the same UnicodeDecodeError, the same OSError."""
+        if path not in self._files:
+            self.complete = False
+            return path.read_text(encoding="utf-8")
+        data = self._files[path].data
+        if isinstance(data, OSError):
+            raise data
+        return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
+
+    def key(self) -> tuple | None:
+        """The directories, and every file's path, ``is_file`` and bytes (None for a
+        missing file); None when a file exists but could not be read, since a load
+        that reads it raises instead of returning a registry."""
+        files = []
+        for path, found in sorted(self._files.items()):
+            if isinstance(found.data, FileNotFoundError):
+                files.append((str(path), found.is_file, None))
+            elif isinstance(found.data, OSError):
+                return None
+            else:
+                files.append((str(path), found.is_file, found.data))
+        return (str(self.registry_dir), str(self.config_dir), tuple(files))
+
+
+def _snapshot_file(path: Path) -> _File:
+    try:
+        data: bytes | OSError = path.read_bytes()
+    except OSError as exc:
+        data = exc
+    return _File(is_file=path.is_file(), data=data)
 
 
 def snapshot(paths: list[Path]) -> tuple:

@@ -1,12 +1,14 @@
 """The effective registry as immutable values (DESIGN §4).
 
-Built by ``runtime.registry.build``; read by the planner, the slot loop, the views and
+Built by ``runtime.registry.loader``; read by the planner, the slot loop, the views and
 the commands. Nothing here touches the database.
 """
 
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from lib.refusals import Refused
 
 LOOP_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 
@@ -20,6 +22,13 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)?)\}")
 
 #: Placeholders a command template may use that the runtime, never an event, fills.
 CLOSED_PLACEHOLDERS = frozenset({"factoryRoot", "runId", "runDir", "python", "manage"})
+
+#: An approval policy, of an event type or a loop (DESIGN §4, §7).
+APPROVALS = ("watched", "auto")
+
+#: The slot a sample tick or a job's sample event carries: a load checks one against the
+#: schemas every tick must pass, so that a loop or job that can never fire is a load error.
+SAMPLE_SLOT = "2026-01-01T00:00:00Z"
 
 
 @dataclass(frozen=True)
@@ -38,12 +47,22 @@ class RegistryError:
         return {"file": self.file, "entry": self.entry, "rule": self.rule, "detail": self.detail}
 
 
-class RegistryInvalid(Exception):
-    """The registry or overlay on disk does not validate; ``errors`` says why."""
+class RegistryInvalid(Refused):
+    """The registry or overlay on disk does not validate; ``errors`` says why (DESIGN §4).
+
+    A refusal with code ``registry_invalid`` whose ``detail`` (and ``str()``) is every
+    error, ``file: entry: rule: detail``, joined by ``; ``. An HTTP door answers it 503:
+    the runtime cannot take anything until the registry validates.
+    """
+
+    status = 503
 
     def __init__(self, errors: list[RegistryError]):
         self.errors = errors
-        super().__init__("; ".join(str(e) for e in errors))
+        super().__init__("registry_invalid", "; ".join(str(e) for e in errors))
+
+    def __str__(self) -> str:
+        return self.detail
 
 
 @dataclass(frozen=True)

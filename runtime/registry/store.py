@@ -2,7 +2,9 @@
 
 A bad change on disk keeps the last good registry in force and is reported through
 ``problems()`` (the doctor's ``registryInvalid``); the first load of a process has no
-last good registry, so it raises.
+last good registry, so it raises. A change is noticed by a cheap fingerprint (path,
+mtime, size); a reload whose bytes did not change costs only reading them, since
+``load_registry`` memoises by content.
 """
 
 import logging
@@ -11,7 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .build import load_registry
+from .loader import load_registry
 from .files import snapshot
 from .model import Registry, RegistryError, RegistryInvalid
 

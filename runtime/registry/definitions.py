@@ -1,0 +1,148 @@
+"""Definitions, event types and edges of the kernel (DESIGN §4).
+
+Each step takes the ``Load`` in progress, reports what is wrong through it and returns
+the entries it could build; an entry that broke its file's schema is skipped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .model import APPROVALS, CLOSED_PLACEHOLDERS, PLACEHOLDER, Definition, Edge, EdgeEmit, EventType
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .loader import Load
+
+ADAPTERS = ("command", "agent", "fake")
+OUTPUT_CONTRACTS = ("factory.command-result/v1",)
+
+
+def read_definitions(load: Load) -> dict[str, Definition]:
+    """``registry/definitions/<id>@<version>.json`` as ``ref → Definition``.
+
+    Rules: the file's shape (``schema``), its name (``definition_name_mismatch``), and
+    those of ``check_definition``; a definition's schemas must exist and be valid.
+    """
+    result: dict[str, Definition] = {}
+    for path in load.glob(load.registry_dir / "definitions"):
+        data = load.read_json(path)
+        if data is None or not load.check_shape(path, data, "definition.schema.json", entry_level=False):
+            continue
+        ref = f"{data['id']}@{data['version']}"
+        if path.name != f"{ref}.json":
+            load.error(path, ref, "definition_name_mismatch", f"the file of {ref} must be named {ref}.json")
+            continue
+        check_definition(load, path, ref, data)
+        result[ref] = Definition(
+            id=data["id"],
+            version=data["version"],
+            adapter=data["adapter"],
+            command=tuple(data["command"]) if "command" in data else None,
+            capture_stdout=data.get("captureStdout"),
+            output_contract=data["output_contract"],
+            mutating=data["mutating"],
+            input_schema=load.load_schema_file(data["inputSchema"], path, ref) if "inputSchema" in data else None,
+            output_schema=load.load_schema_file(data["outputSchema"], path, ref) if "outputSchema" in data else None,
+            timeout_seconds=data["timeoutSeconds"],
+            max_attempts=data["maxAttempts"],
+            allow_scheduled=data.get("allowScheduled", False),
+        )
+    return result
+
+
+def check_definition(load: Load, path: Path, ref: str, data: dict) -> None:
+    """``unknown_adapter``, ``unknown_output_contract``, ``missing_command``, and a command
+    template's placeholders: ``open_template`` (a mutating command an event could fill,
+    spec §7) and ``unknown_placeholder``."""
+    if data["adapter"] not in ADAPTERS:
+        load.error(path, ref, "unknown_adapter", f"adapter {data['adapter']!r} is not one of {', '.join(ADAPTERS)}")
+    if data["output_contract"] not in OUTPUT_CONTRACTS:
+        load.error(path, ref, "unknown_output_contract", f"{data['output_contract']!r} is not a known contract")
+    if data["adapter"] == "command" and "command" not in data:
+        load.error(path, ref, "missing_command", "a command definition needs a command template")
+    for arg in data.get("command", []):
+        for name in PLACEHOLDER.findall(arg):
+            if name in CLOSED_PLACEHOLDERS:
+                continue
+            if name.startswith("payload.") and len(name) > len("payload."):
+                if data["mutating"]:
+                    load.error(
+                        path, ref, "open_template",
+                        f"{{{name}}} lets an event fill the argv of a mutating command; "
+                        "a mutating command must be a closed template (spec §7)",
+                    )
+                continue
+            load.error(
+                path, ref, "unknown_placeholder",
+                f"{{{name}}} is not a placeholder: use {', '.join(sorted(CLOSED_PLACEHOLDERS))} or payload.<field>",
+            )
+
+
+def read_event_types(load: Load, definitions: dict[str, Definition]) -> dict[str, EventType]:
+    """``registry/event-types.json`` as ``type → EventType``, given the ``definitions`` read.
+
+    Rules: ``missing_definition`` (the target has no file), ``invalid_approval``,
+    ``auto_on_human_only``, ``auto_on_mutating_target`` (type-level auto is for
+    read-only targets only); a payload schema must exist and be valid.
+    """
+    path = load.registry_dir / "event-types.json"
+    data = load.read_json(path)
+    if data is None or not load.check_shape(path, data, "event-types.schema.json", entry_level=True):
+        return {}
+    result = {}
+    for name, entry in data.items():
+        if (path.name, name) in load.broken:
+            continue
+        target = definitions.get(entry["target"])
+        if target is None:
+            load.error(path, name, "missing_definition", f"target {entry['target']} has no file in definitions/")
+        approval = entry.get("approval")
+        if approval is not None and approval not in APPROVALS:
+            load.error(path, name, "invalid_approval", f"approval {approval!r} is not watched or auto")
+        if approval == "auto" and entry.get("humanApprovalOnly"):
+            load.error(path, name, "auto_on_human_only", "a humanApprovalOnly type can never be auto-approved")
+        if approval == "auto" and target is not None and target.mutating:
+            load.error(
+                path, name, "auto_on_mutating_target",
+                f"approval auto is only for read-only targets; {target.ref} is mutating",
+            )
+        payload_schema = None
+        if "payloadSchema" in entry:
+            payload_schema = load.load_schema_file(entry["payloadSchema"], path, name)
+        result[name] = EventType(
+            name=name,
+            target=entry["target"],
+            payload_schema=payload_schema,
+            human_approval_only=entry.get("humanApprovalOnly", False),
+            approval=approval,
+        )
+    return result
+
+
+def read_edges(load: Load, definitions: dict[str, Definition], event_types: dict[str, EventType]) -> tuple[Edge, ...]:
+    """``registry/edges.json`` in file order. Rules: ``missing_definition`` (the edge's
+    definition has no file), ``edge_unregistered_type`` (it emits an unregistered type)."""
+    path = load.registry_dir / "edges.json"
+    data = load.read_json(path)
+    if data is None or not load.check_shape(path, data, "edges.schema.json", entry_level=True):
+        return ()
+    result = []
+    for index, entry in enumerate(data):
+        if (path.name, str(index)) in load.broken:
+            continue
+        label = f"[{index}] {entry['from']} {entry['outcome']}"
+        if entry["from"] not in definitions:
+            load.error(path, label, "missing_definition", f"{entry['from']} has no file in definitions/")
+        for emit in entry["emit"]:
+            if emit["type"] not in event_types:
+                load.error(path, label, "edge_unregistered_type", f"event type {emit['type']!r} is not registered")
+        result.append(
+            Edge(
+                definition=entry["from"],
+                outcome=entry["outcome"],
+                emit=tuple(EdgeEmit(e["type"], e["payload"], e.get("subject")) for e in entry["emit"]),
+            )
+        )
+    return tuple(result)

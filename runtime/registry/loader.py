@@ -1,0 +1,222 @@
+"""Load, merge and validate the registry, fail closed (DESIGN §4).
+
+``load_registry(registry_dir, config_dir)`` reads the tracked kernel (event types,
+definitions, edges, schedules, schemas), the instance overlay ``schedule.yaml`` and
+``repos.yaml``, and returns the effective ``Registry`` — or raises ``RegistryInvalid``
+with every error found, each naming the file, the entry and the rule.
+
+One load is a ``Load``: the directories, the errors found so far, the entries skipped as
+broken, and the helpers every step shares (errors, shapes, schemas). The steps live
+beside it: ``definitions`` (definitions, event types, edges), ``loops`` (repos, kernel
+and repo loops, the overlay merge, sample ticks), ``slots`` (interval, time-of-day and
+keyed slots) and ``jobs`` (the host-clock jobs).
+
+A process loads a registry once per content: ``load_registry`` keeps the last few good
+registries by their directories and the bytes of every file read.
+"""
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from referencing import Registry as SchemaRegistry
+from referencing import Resource
+
+from .definitions import read_definitions, read_edges, read_event_types
+from .files import Inputs, compute_digest, display_path, read_json, read_yaml
+from .jobs import read_jobs
+from .loops import effective_loops, expand_repo_loops, merge_overlay, read_kernel_loops, read_overlay, read_repos
+from .model import Registry, RegistryError, RegistryInvalid
+
+#: How many good registries a process keeps by content: the one in force and a few
+#: before it (an edit undone, a test's directories), so that a long-running process
+#: does not grow with every edit.
+MEMO_SIZE = 8
+_memo: OrderedDict[tuple, Registry] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class SchemaFile:
+    """A schema file of ``registry/schemas/`` as one load found it: whether it ``exists``,
+    the ``errors`` reading and checking it gave, and the ``schema`` (None when broken)."""
+
+    exists: bool
+    errors: tuple[RegistryError, ...]
+    schema: dict | None
+
+
+class Load:
+    """One load of the registry; collects errors instead of stopping at the first.
+
+    ``broken`` holds ``(file name, entry)`` pairs whose entry broke its file's schema:
+    they are skipped without cascading into errors about whatever refers to them
+    (docs/decisions.md, Registry). A schema file is read and checked once, and a
+    validator built once per schema, however many entries refer to it.
+    """
+
+    def __init__(self, inputs: Inputs):
+        self.inputs = inputs
+        self.registry_dir = inputs.registry_dir
+        self.config_dir = inputs.config_dir
+        self.errors: list[RegistryError] = []
+        self.broken: set[tuple[str, str]] = set()
+        self.meta = self._meta_registry()
+        self._shape_validators: dict[str, Draft202012Validator] = {}
+        self._schema_files: dict[str, SchemaFile] = {}
+        # Keyed by id(): each entry holds its schema too, so the id stays that schema's.
+        self._validators: dict[int, tuple[dict, Draft202012Validator]] = {}
+
+    def error(self, path: Path, entry: str, rule: str, detail: str) -> None:
+        self.errors.append(RegistryError(display_path(path), entry, rule, detail))
+
+    def read_json(self, path: Path):
+        """The parsed JSON file, or None (its error reported)."""
+        return read_json(self.inputs, path, self.errors)
+
+    def read_yaml(self, path: Path):
+        """The parsed optional YAML file (``{}`` when absent), or None (its error reported)."""
+        return read_yaml(self.inputs, path, self.errors)
+
+    def glob(self, directory: Path) -> list[Path]:
+        """The ``*.json`` files in ``directory``, sorted."""
+        return self.inputs.glob(directory)
+
+    def _meta_registry(self) -> SchemaRegistry:
+        resources = []
+        for path in self.glob(self.registry_dir / "schemas" / "meta"):
+            contents = self.read_json(path)
+            if isinstance(contents, dict):
+                resources.append((contents.get("$id", path.name), Resource.from_contents(contents)))
+        return SchemaRegistry().with_resources(resources)
+
+    def check_shape(self, path: Path, data, meta_name: str, entry_level: bool) -> bool:
+        """Validate ``data`` against a meta-schema; unknown keys are errors.
+
+        True when the file is usable: clean, or (``entry_level``) broken only inside
+        some entries, whose names are added to ``self.broken`` so that they are skipped
+        without cascading into errors about whatever refers to them.
+        """
+        meta_id = f"https://factory-runtime.invalid/meta/{meta_name}"
+        try:
+            schema = self.meta.contents(meta_id)
+        except Exception:  # noqa: BLE001 - a missing meta-schema is itself a registry error
+            self.error(path, "<file>", "missing_schema", f"meta-schema {meta_name} is not in registry/schemas/meta/")
+            return False
+        if meta_name not in self._shape_validators:
+            self._shape_validators[meta_name] = Draft202012Validator(schema, registry=self.meta)
+        validator = self._shape_validators[meta_name]
+        usable = True
+        for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+            parts = [str(p) for p in err.absolute_path]
+            entry = parts[0] if entry_level and parts else "<top>"
+            where = "/".join(parts) or "<top>"
+            self.error(path, entry, "schema", f"at {where}: {err.message}")
+            if entry == "<top>":
+                usable = False
+            else:
+                self.broken.add((path.name, entry))
+        return usable
+
+    def load_schema_file(self, name: str, path: Path, entry: str) -> dict | None:
+        """A payload/input/output schema from ``registry/schemas/``, or None when it is
+        missing (``missing_schema``, naming the referrer ``path`` and ``entry``) or broken
+        (``missing_file``, ``invalid_json``, ``invalid_schema``, naming the schema file).
+        Every referrer gets the file's errors, as if it had read the file itself."""
+        if name not in self._schema_files:
+            self._schema_files[name] = self._read_schema_file(self.registry_dir / "schemas" / name)
+        found = self._schema_files[name]
+        if not found.exists:
+            self.error(path, entry, "missing_schema", f"schemas/{name} does not exist")
+            return None
+        self.errors.extend(found.errors)
+        return found.schema
+
+    def _read_schema_file(self, schema_path: Path) -> SchemaFile:
+        if not self.inputs.is_file(schema_path):
+            return SchemaFile(exists=False, errors=(), schema=None)
+        errors: list[RegistryError] = []
+        schema = read_json(self.inputs, schema_path, errors)
+        if schema is not None:
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as exc:
+                errors.append(RegistryError(display_path(schema_path), "<file>", "invalid_schema", exc.message))
+                schema = None
+        return SchemaFile(exists=True, errors=tuple(errors), schema=schema)
+
+    def first_error(self, schema: dict, instance):
+        """The first error of ``instance`` against a payload or input ``schema``, or None."""
+        if id(schema) not in self._validators:
+            self._validators[id(schema)] = (schema, Draft202012Validator(schema))
+        return next(iter(self._validators[id(schema)][1].iter_errors(instance)), None)
+
+    def builtin_schema(self, name: str) -> dict:
+        return self.read_json(self.registry_dir / "schemas" / name) or {}
+
+    def registry(self) -> Registry:
+        """Run every step in order (the order of the errors) and assemble the ``Registry``.
+
+        Raises ``RegistryInvalid`` when any step found an error, or when the digest
+        cannot be computed; nothing partial is returned.
+        """
+        definitions = read_definitions(self)
+        event_types = read_event_types(self, definitions)
+        edges = read_edges(self, definitions, event_types)
+        repos = read_repos(self)
+        kernel = read_kernel_loops(self)
+        drafts = {**kernel.loops, **expand_repo_loops(self, kernel, repos)}
+        overlay = read_overlay(self)
+        loops = effective_loops(self, merge_overlay(self, drafts, overlay), event_types, definitions)
+        jobs = read_jobs(self, overlay, event_types, definitions)
+        envelope_schema = self.builtin_schema("factory.event.v1.json")
+        command_result_schema = self.builtin_schema("factory.command-result.v1.json")
+        if self.errors:
+            raise RegistryInvalid(self.errors)
+        try:
+            digest = compute_digest(self.inputs)
+        except (ValueError, OSError) as exc:
+            raise RegistryInvalid([RegistryError(display_path(self.registry_dir), "<digest>", "unreadable", str(exc))])
+        return Registry(
+            digest=digest,
+            event_types=event_types,
+            definitions=definitions,
+            edges=edges,
+            loops=loops,
+            repos=repos,
+            envelope_schema=envelope_schema,
+            command_result_schema=command_result_schema,
+            jobs=jobs,
+        )
+
+
+def load_registry(registry_dir: Path, config_dir: Path) -> Registry:
+    """Read and validate the kernel under ``registry_dir`` and the overlay under ``config_dir``.
+
+    Returns the effective ``Registry``. Raises ``RegistryInvalid`` listing every error
+    (file, entry, rule, detail); nothing partial is ever returned (fail closed).
+
+    Memoised by content: when the directories and the bytes of every file the load
+    reads (``files.Inputs``) equal those of one of the last ``MEMO_SIZE`` good loads,
+    that ``Registry`` is returned without validating again. A failed load is not kept:
+    it validates, and fails the same way, each time.
+    """
+    inputs = Inputs.read(registry_dir, config_dir)
+    key = inputs.key()
+    if key is not None:
+        with _memo_lock:
+            if key in _memo:
+                _memo.move_to_end(key)
+                return _memo[key]
+    registry = Load(inputs).registry()
+    # A load that read a file outside the snapshot depends on more than the key says.
+    if key is not None and inputs.complete:
+        with _memo_lock:
+            _memo[key] = registry
+            _memo.move_to_end(key)
+            while len(_memo) > MEMO_SIZE:
+                _memo.popitem(last=False)
+    return registry
