@@ -35,7 +35,7 @@ from lib.json_text import decode_json
 from lib.refusals import Refused
 from runtime.models import Door
 from runtime.registry import RegistryInvalid
-from runtime.services.admission import Admission, admit_event
+from runtime.services.admission import Admission, AdmissionRefused, admit_event
 
 
 class AlwaysJSON(BaseContentNegotiation):
@@ -108,7 +108,7 @@ class EventsView(IntakeView):
             return _refused(exc)
         try:
             admission = admit_event(envelope, door=Door.EVENTS, now=now)
-        except Refused as exc:
+        except AdmissionRefused as exc:
             return _refused(exc)
         return _admitted(admission)
 

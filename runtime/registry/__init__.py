@@ -1,7 +1,8 @@
 """The registry: kernel files, overlay, validation, digest (DESIGN §4)."""
 
-from .loader import load_registry
 from lib.cadence import CadenceError, parse_every
+
+from .loader import load_registry
 from .model import (
     TICK_BOOKKEEPING_FIELDS,
     Definition,

@@ -179,7 +179,7 @@ class Load:
         try:
             digest = compute_digest(self.inputs)
         except (ValueError, OSError) as exc:
-            raise RegistryInvalid([RegistryError(display_path(self.registry_dir), "<digest>", "unreadable", str(exc))])
+            raise RegistryInvalid([RegistryError(display_path(self.registry_dir), "<digest>", "unreadable", str(exc))]) from None
         return Registry(
             digest=digest,
             event_types=event_types,

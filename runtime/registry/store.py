@@ -13,8 +13,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .loader import load_registry
 from .files import snapshot
+from .loader import load_registry
 from .model import Registry, RegistryError, RegistryInvalid
 
 logger = logging.getLogger(__name__)
