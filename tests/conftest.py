@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated registry and config per test, and the personas of the inbox."""
+"""Shared fixtures: an isolated registry and config per test, the personas of the inbox, and the
+fake agents that walk the chain."""
 
 import json
 import shutil
@@ -90,3 +91,41 @@ def viewer(django_user_model):
 @pytest.fixture
 def outsider(django_user_model):
     return django_user_model.objects.create_user("oscar", password="oscar-pass-123")
+
+
+#: The head the chain's merge-scan finds green and merge-apply merges.
+SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
+NO_HEARTBEAT = "schedules:\n  heartbeat:\n    enabled: false\n"
+#: The §14 walk: the first work-scan of alpha dispatches DEMO-1, the next finds no work.
+OUTCOMES = f"""
+outcomes:
+  work-scan@1:
+    - when: {{repo: alpha}}
+      results:
+        - outcome: DISPATCH
+          summary: DEMO-1 is ready and its paths are free
+          data: {{ticket: DEMO-1, ownedPaths: [src/greeting.py]}}
+        - outcome: NO_WORK
+  dispatch@1:
+    - results:
+        - outcome: PR_OPEN
+          summary: opened PR 7
+          data: {{prNumber: 7}}
+  merge-scan@1:
+    - when: {{prNumbers: [7]}}
+      results:
+        - outcome: MERGE
+          data: {{prNumber: 7, headSha: {SHA}, checks: green}}
+    - results: [{{outcome: WAIT}}]
+  merge-apply@1:
+    - results: [{{outcome: MERGED, summary: merged PR 7 at {SHA[:7]}}}]
+"""
+
+
+@pytest.fixture
+def fake_agents(settings, registry_files):
+    """Agent definitions play ``fake-outcomes.yaml``; the heartbeat loop stays quiet."""
+    settings.FACTORY_FAKE_AGENTS = True
+    registry_files.write_config("schedule.yaml", NO_HEARTBEAT)
+    registry_files.write_config("fake-outcomes.yaml", OUTCOMES)
+    return registry_files

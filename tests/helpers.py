@@ -1,6 +1,10 @@
-"""Small helpers the runtime tests share."""
+"""Small helpers the runtime tests share: the slot loop at a named instant, the worker's queue, injected events."""
 
-from runtime.models import ACTIVE_RUN_STATUSES, Run, RunStatus
+import time_machine
+
+from runtime.models import ACTIVE_RUN_STATUSES, Door, Run, RunStatus
+from runtime.services.admission import admit_event
+from runtime.services.execution import work_one
 from ops.slot_loop import iterate
 
 from .conftest import at
@@ -14,3 +18,26 @@ def tick(instant: str):
 def finish_active_runs(outcome: str = "SUCCEEDED") -> int:
     """Mark every active run succeeded, as a worker would (for planning tests that do not execute)."""
     return Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).update(status=RunStatus.SUCCEEDED, outcome=outcome)
+
+
+def work_all() -> int:
+    """Run every queued run to its end, as a worker would; returns how many."""
+    count = 0
+    while work_one(worker="test-worker"):
+        count += 1
+    return count
+
+
+def step(instant: str):
+    """At ``instant``: run the queue, then one slot-loop iteration (publish the outbox, plan)."""
+    with time_machine.travel(at(instant), tick=False):
+        work_all()
+        return tick(instant)
+
+
+def inject(event_id: str, type_: str, payload: dict, instant: str = "2026-11-30T10:00:00Z"):
+    envelope = {
+        "schemaVersion": "factory.event/v1", "eventId": event_id, "type": type_, "source": "operator",
+        "subject": payload.get("repo", "test"), "occurredAt": instant, "correlationId": event_id, "payload": payload,
+    }
+    return admit_event(envelope, door=Door.INJECT, now=at(instant))

@@ -11,8 +11,8 @@ from runtime.models import JournalEntry, Run
 from runtime.registry import load_registry
 from runtime.services.execution import work_one
 
-from .helpers import tick
-from .test_chain import NO_HEARTBEAT, inject, work_all
+from .conftest import NO_HEARTBEAT
+from .helpers import inject, tick, work_all
 
 pytestmark = pytest.mark.django_db
 

@@ -10,74 +10,13 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
-from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
-from runtime.services.execution import work_one
+from runtime.models import Event, JournalEntry, OutboxEntry, Proposal, Run
 
-from .conftest import at
-from .helpers import tick
+from .conftest import OUTCOMES, SHA, at
+from .helpers import inject, step
 
 pytestmark = pytest.mark.django_db
-
-SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
-NO_HEARTBEAT = "schedules:\n  heartbeat:\n    enabled: false\n"
-#: The §14 walk: the first work-scan of alpha dispatches DEMO-1, the next finds no work.
-OUTCOMES = f"""
-outcomes:
-  work-scan@1:
-    - when: {{repo: alpha}}
-      results:
-        - outcome: DISPATCH
-          summary: DEMO-1 is ready and its paths are free
-          data: {{ticket: DEMO-1, ownedPaths: [src/greeting.py]}}
-        - outcome: NO_WORK
-  dispatch@1:
-    - results:
-        - outcome: PR_OPEN
-          summary: opened PR 7
-          data: {{prNumber: 7}}
-  merge-scan@1:
-    - when: {{prNumbers: [7]}}
-      results:
-        - outcome: MERGE
-          data: {{prNumber: 7, headSha: {SHA}, checks: green}}
-    - results: [{{outcome: WAIT}}]
-  merge-apply@1:
-    - results: [{{outcome: MERGED, summary: merged PR 7 at {SHA[:7]}}}]
-"""
-
-
-@pytest.fixture
-def fake_agents(settings, registry_files):
-    """Agent definitions play ``fake-outcomes.yaml``; the heartbeat loop stays quiet."""
-    settings.FACTORY_FAKE_AGENTS = True
-    registry_files.write_config("schedule.yaml", NO_HEARTBEAT)
-    registry_files.write_config("fake-outcomes.yaml", OUTCOMES)
-    return registry_files
-
-
-def work_all() -> int:
-    """Run every queued run to its end, as a worker would; returns how many."""
-    count = 0
-    while work_one(worker="test-worker"):
-        count += 1
-    return count
-
-
-def step(instant: str):
-    """At ``instant``: run the queue, then one slot-loop iteration (publish the outbox, plan)."""
-    with time_machine.travel(at(instant), tick=False):
-        work_all()
-        return tick(instant)
-
-
-def inject(event_id: str, type_: str, payload: dict, instant: str = "2026-11-30T10:00:00Z"):
-    envelope = {
-        "schemaVersion": "factory.event/v1", "eventId": event_id, "type": type_, "source": "operator",
-        "subject": payload.get("repo", "test"), "occurredAt": instant, "correlationId": event_id, "payload": payload,
-    }
-    return admit_event(envelope, door=Door.INJECT, now=at(instant))
 
 
 def envelope_of(event_id: str) -> dict:

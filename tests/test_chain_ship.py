@@ -9,7 +9,7 @@ from runtime.services.planning import approval_policy
 from runtime.registry import RegistryInvalid, get_registry
 
 from .conftest import at
-from .test_chain import fake_agents, inject, step  # noqa: F401 - fake_agents is a fixture
+from .helpers import inject, step
 
 pytestmark = pytest.mark.django_db
 

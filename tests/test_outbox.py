@@ -10,7 +10,7 @@ from lib.json_pointer import PointerNotFound, resolve_pointer
 from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
 
 from .conftest import at
-from .test_chain import fake_agents, inject, step  # noqa: F401 - fake_agents is a fixture
+from .helpers import inject, step
 
 pytestmark = pytest.mark.django_db
 
