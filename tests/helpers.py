@@ -41,3 +41,13 @@ def inject(event_id: str, type_: str, payload: dict, instant: str = "2026-11-30T
         "subject": payload.get("repo", "test"), "occurredAt": instant, "correlationId": event_id, "payload": payload,
     }
     return admit_event(envelope, door=Door.INJECT, now=at(instant))
+
+
+def many_loops(registry_files, count: int) -> None:
+    """``count`` enabled watched loops (reaper copies), each ticked once and proposed."""
+    def change(data):
+        template = {**data["reaper"], "enabled": True}
+        data.clear()
+        data.update({f"loop-{i:04d}": dict(template) for i in range(count)})
+    registry_files.update("schedules.json", change)
+    tick("2026-11-30T21:07:00Z")

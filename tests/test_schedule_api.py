@@ -8,8 +8,7 @@ import time_machine
 from django.core.management import call_command
 
 from .conftest import at
-from .helpers import tick
-from .test_schedules_overview import many_loops
+from .helpers import many_loops, tick
 
 pytestmark = pytest.mark.django_db
 

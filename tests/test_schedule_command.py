@@ -12,8 +12,7 @@ from runtime.models import Event
 from schedules.models import ScheduleState, SlotLoopStatus
 
 from .conftest import at
-from .helpers import tick
-from .test_schedules_overview import many_loops
+from .helpers import many_loops, tick
 
 pytestmark = pytest.mark.django_db
 

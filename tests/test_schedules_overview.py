@@ -8,7 +8,7 @@ from schedules.models import ScheduleState
 from schedules.overview import expected_by, next_slot_due, next_slots, recent_ticks, schedules_overview
 
 from .conftest import at
-from .helpers import finish_active_runs, tick
+from .helpers import finish_active_runs, many_loops, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -123,16 +123,6 @@ def test_recent_ticks_list_the_last_ten_newest_first_with_outcomes(registry_file
     assert newest["outcome"] == {"stage": "run", "value": "SUCCEEDED", "reason": ""}
     assert newest["proposal"]["status"] == "approved"
     assert newest["run"]["status"] == "succeeded"
-
-
-def many_loops(registry_files, count: int) -> None:
-    """``count`` enabled watched loops (reaper copies), each ticked once and proposed."""
-    def change(data):
-        template = {**data["reaper"], "enabled": True}
-        data.clear()
-        data.update({f"loop-{i:04d}": dict(template) for i in range(count)})
-    registry_files.update("schedules.json", change)
-    tick("2026-11-30T21:07:00Z")
 
 
 @pytest.mark.parametrize("count", [1, 500])
