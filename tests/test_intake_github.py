@@ -9,7 +9,6 @@ body, re-serialised, and signed over those new bytes.
 import base64
 import copy
 import json
-import uuid
 from urllib.parse import urlencode
 
 import pytest
@@ -19,34 +18,12 @@ from intake.bodies import GITHUB_MAX_BODY_BYTES
 from lib.signing import sign
 from runtime.models import Event, JournalEntry
 
-from .conftest import FIXTURES_DIR
+from .github import GITHUB, REPOS_YAML, SECRET, ignored, post
 
-GITHUB = FIXTURES_DIR / "github"
-SECRET = "github-test-secret"
 #: The test secret Cogni-DAO/cogni-git-review publishes for its captures (fixtures README).
 CAPTURE_SECRET = "402786017574bd28f9d8f7a18648939751c47fe09077d56e10f0444f14fbb73b"
 PR_HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 RUN_HEAD = "6f0b5a9c2c4caea39f73a4f5f4dbee093265ab2a"
-
-REPOS_YAML = """
-repos:
-  - name: hello
-    github: Codertocat/Hello-World
-    base: master
-  - name: playground
-    github: gsmet/quarkus-bot-java-playground
-    base: main
-  - name: random-testing
-    github: clee2000/random-testing
-    base: main
-    report_only: true
-  - name: octo
-    github: octo-org/octo-repo
-    base: master
-  - name: test-repo
-    github: derekg1729/test-repo
-    base: main
-"""
 
 pytestmark = pytest.mark.django_db
 
@@ -60,26 +37,6 @@ def github_door(settings, registry_files):
 
 def fixture(name: str) -> bytes:
     return (GITHUB / name).read_bytes()
-
-
-def post(body: bytes, kind: str | None, *, delivery: str | None = "auto", secret: str = SECRET,
-         signature: str | None = "auto", content_type: str = "application/json", client=None, **headers):
-    """POST ``body`` to /github as GitHub would: signed over the exact bytes unless told otherwise."""
-    sent = dict(headers)
-    if kind is not None:
-        sent["X-GitHub-Event"] = kind
-    if delivery is not None:
-        sent["X-GitHub-Delivery"] = str(uuid.uuid4()) if delivery == "auto" else delivery
-    if signature is not None:
-        sent["X-Hub-Signature-256"] = sign(secret, body) if signature == "auto" else signature
-    # CONTENT_TYPE again as an extra: the test client drops the header of an empty body.
-    return (client or Client()).post(
-        "/github", data=body, content_type=content_type, headers=sent, CONTENT_TYPE=content_type,
-    )
-
-
-def ignored(reason: str) -> dict:
-    return {"admitted": False, "ignored": True, "reason": reason}
 
 
 def only_event() -> Event:

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 
 from runtime.models import Event, JournalEntry
 
-from .test_intake_github import GITHUB, REPOS_YAML, SECRET, ignored, post
+from .github import GITHUB, REPOS_YAML, SECRET, ignored, post
 
 pytestmark = pytest.mark.django_db
 

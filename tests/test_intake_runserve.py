@@ -21,7 +21,7 @@ import pytest
 from lib.signing import sign
 
 from .conftest import PROJECT_DIR
-from .test_intake_github import GITHUB, REPOS_YAML
+from .github import GITHUB, REPOS_YAML
 
 pytestmark = pytest.mark.process
 
