@@ -11,8 +11,8 @@ from django.core.management.base import CommandError
 from runtime.models import Event
 from schedules.models import ScheduleState, SlotLoopStatus
 
-from .conftest import at
-from .helpers import many_loops, tick
+from tests.conftest import at
+from tests.helpers import many_loops, tick
 
 pytestmark = pytest.mark.django_db
 

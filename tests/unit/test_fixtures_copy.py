@@ -2,7 +2,7 @@
 
 import pytest
 
-from .conftest import SHARED_FIXTURES_DIR, VENDORED_FIXTURES_DIR
+from tests.conftest import SHARED_FIXTURES_DIR, VENDORED_FIXTURES_DIR
 
 
 def files(root):

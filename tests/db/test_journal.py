@@ -6,7 +6,7 @@ from django.db import DatabaseError, connection, transaction
 from runtime.services.journal import record
 from runtime.models import Actor, JournalEntry
 
-from .conftest import at
+from tests.conftest import at
 
 pytestmark = pytest.mark.django_db
 

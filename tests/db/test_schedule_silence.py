@@ -8,7 +8,7 @@ from ops.doctor import collect_status
 from schedules.overview import schedules_overview
 from ops.slot_loop import iterate
 
-from .conftest import at
+from tests.conftest import at
 
 pytestmark = pytest.mark.django_db
 

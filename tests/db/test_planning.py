@@ -10,8 +10,8 @@ from runtime.services.approval import ApprovalRefused, approve_proposal, reject_
 from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.services.planning import plan_pending
 
-from .conftest import at
-from .helpers import finish_active_runs, tick
+from tests.conftest import at
+from tests.helpers import finish_active_runs, tick
 
 pytestmark = pytest.mark.django_db
 

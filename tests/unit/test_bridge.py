@@ -21,8 +21,8 @@ from schedules.bridge import (
     job_slot,
 )
 
-from .conftest import at
-from .processes import free_port
+from tests.conftest import at
+from tests.processes import free_port
 
 SECRET = "bridge-test-secret"
 

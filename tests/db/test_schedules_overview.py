@@ -7,8 +7,8 @@ from runtime.registry import get_registry
 from schedules.models import ScheduleState
 from schedules.overview import expected_by, next_slot_due, next_slots, recent_ticks, schedules_overview
 
-from .conftest import at
-from .helpers import finish_active_runs, many_loops, tick
+from tests.conftest import at
+from tests.helpers import finish_active_runs, many_loops, tick
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,8 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from .conftest import at
-from .helpers import many_loops, tick
+from tests.conftest import at
+from tests.helpers import many_loops, tick
 
 pytestmark = pytest.mark.django_db
 

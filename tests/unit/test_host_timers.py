@@ -9,7 +9,7 @@ import sys
 import pytest
 from django.core.management import call_command
 
-from .conftest import PROJECT_DIR
+from tests.conftest import PROJECT_DIR
 
 EXAMPLE = PROJECT_DIR / "config" / "factory-clocks.example.yaml"
 CALENDAR_JOB = (

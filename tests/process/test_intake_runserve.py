@@ -20,8 +20,8 @@ import pytest
 
 from lib.signing import sign
 
-from .conftest import PROJECT_DIR
-from .github import GITHUB, REPOS_YAML
+from tests.conftest import PROJECT_DIR
+from tests.github import GITHUB, REPOS_YAML
 
 pytestmark = pytest.mark.process
 

@@ -18,7 +18,7 @@ from intake.bodies import GITHUB_MAX_BODY_BYTES
 from lib.signing import sign
 from runtime.models import Event, JournalEntry
 
-from .github import GITHUB, REPOS_YAML, SECRET, ignored, post
+from tests.github import GITHUB, REPOS_YAML, SECRET, ignored, post
 
 #: The test secret Cogni-DAO/cogni-git-review publishes for its captures (fixtures README).
 CAPTURE_SECRET = "402786017574bd28f9d8f7a18648939751c47fe09077d56e10f0444f14fbb73b"

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from runtime.models import JournalEntry, Proposal, Run
 
-from .helpers import tick
+from tests.helpers import tick
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,7 @@ def proposals(registry_files):
 
 def test_pending_proposals_come_first(client, approver, proposals, registry_files):
     from runtime.services.approval import reject_proposal
-    from .conftest import at
+    from tests.conftest import at
 
     reject_proposal(proposals[1].pk, user=approver, now=at("2026-11-30T22:01:00Z"))
     client.force_login(approver)

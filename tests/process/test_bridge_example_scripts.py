@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from .conftest import PROJECT_DIR
+from tests.conftest import PROJECT_DIR
 
 EXAMPLE_ROOT = PROJECT_DIR / "examples" / "factory"
 

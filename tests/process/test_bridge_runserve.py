@@ -10,8 +10,8 @@ import socket
 
 import pytest
 
-from .conftest import PROJECT_DIR
-from .processes import ProcessRuntime, free_port, stop, wait_for
+from tests.conftest import PROJECT_DIR
+from tests.processes import ProcessRuntime, free_port, stop, wait_for
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db]
 

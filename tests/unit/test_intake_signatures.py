@@ -9,7 +9,7 @@ import pytest
 from intake.signatures import SignatureRefused, verify_factory_signature, verify_github_signature
 from lib.signing import sign
 
-from .conftest import FIXTURES_DIR
+from tests.conftest import FIXTURES_DIR
 
 NOW = datetime(2026, 11, 30, 21, 0, 0, tzinfo=UTC)
 

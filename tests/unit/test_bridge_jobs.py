@@ -6,7 +6,7 @@ import pytest
 
 from runtime.registry import RegistryInvalid, get_registry
 
-from .conftest import PROJECT_DIR
+from tests.conftest import PROJECT_DIR
 
 EXAMPLE = PROJECT_DIR / "config" / "factory-clocks.example.yaml"
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from .processes import ProcessRuntime, children_of, command_line, free_port, stop, wait_for, wait_serving
+from tests.processes import ProcessRuntime, children_of, command_line, free_port, stop, wait_for, wait_serving
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db]
 

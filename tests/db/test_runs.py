@@ -15,7 +15,7 @@ from runtime.registry import store
 from runtime.services.runs import claim_next_run, expire_leases
 from runtime.services.execution import work_one
 
-from .conftest import at
+from tests.conftest import at
 
 pytestmark = pytest.mark.django_db
 

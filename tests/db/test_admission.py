@@ -10,7 +10,7 @@ from django.core.management import call_command
 from runtime.services.admission import AdmissionRefused, admit_event
 from runtime.models import Door, Event, JournalEntry
 
-from .conftest import at
+from tests.conftest import at
 
 pytestmark = pytest.mark.django_db
 

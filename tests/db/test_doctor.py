@@ -12,7 +12,7 @@ from ops.doctor import collect_status
 from schedules.models import ScheduleState
 from ops.slot_loop import iterate
 
-from .conftest import at
+from tests.conftest import at
 
 pytestmark = pytest.mark.django_db
 

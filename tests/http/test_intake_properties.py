@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 from lib.signing import sign
 from runtime.models import Event, JournalEntry
 
-from .github import GITHUB, REPOS_YAML
+from tests.github import GITHUB, REPOS_YAML
 
 EVENTS_SECRET = "events-property-secret"
 GITHUB_SECRET = "github-property-secret"

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from lib.slots import DueSlot, Interval, due_slots, slot_floor
 
-from .conftest import at
+from tests.conftest import at
 
 HOUR = 3600
 instants = st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC))
