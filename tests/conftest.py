@@ -15,6 +15,8 @@ from runtime.registry import store
 PROJECT_DIR = Path(django_settings.BASE_DIR)
 SHARED_FIXTURES_DIR = PROJECT_DIR.parent / "shared" / "fixtures"
 VENDORED_FIXTURES_DIR = PROJECT_DIR / "tests" / "fixtures"
+#: Stand-ins for external programs the runtime starts (the agent CLI).
+STAND_INS_DIR = PROJECT_DIR / "tests" / "stand_ins"
 
 
 def fixtures_dir() -> Path:

@@ -6,17 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters.fake import load_script
 from runtime.models import JournalEntry, Run
-from runtime.registry import load_registry
 from runtime.services.execution import work_one
 
-from .conftest import NO_HEARTBEAT
-from .helpers import inject, tick, work_all
+from tests.conftest import NO_HEARTBEAT, STAND_INS_DIR
+from tests.helpers import inject, tick, work_all
 
 pytestmark = pytest.mark.django_db
 
-STAND_IN = Path(__file__).parent / "stand_ins" / "agent.py"
+STAND_IN = STAND_INS_DIR / "agent.py"
 NOW = "2026-11-30T10:00:00Z"
 
 
@@ -133,11 +131,3 @@ def test_fake_agents_leave_command_definitions_as_they_are(fake):
     fake.write_config("schedule.yaml", "schedules: {}\n")
     tick("2026-11-30T10:00:00Z")
     assert Run.objects.get(definition="heartbeat@1").plan["adapter"] == "command"
-
-
-def test_the_demo_config_loads_and_scripts_only_registered_definitions(settings):
-    demo_config = Path(settings.BASE_DIR) / "demo" / "config"
-    registry = load_registry(Path(settings.BASE_DIR) / "registry", demo_config)
-    assert {loop.name for loop in registry.loops.values() if loop.enabled} >= {"merge-alpha", "merge-beta"}
-    settings.FACTORY_CONFIG_DIR = demo_config
-    assert set(load_script(registry.definitions)) >= {"work-scan@1", "dispatch@1", "merge-scan@1", "merge-apply@1"}
