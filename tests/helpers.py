@@ -10,6 +10,11 @@ from ops.slot_loop import iterate
 from .conftest import at
 
 
+#: A ship-apply request: the head to ship, and the ship-scan's evidence for it.
+SHIP_SHA = "0123456789abcdef0123456789abcdef01234567"
+SHIP_PAYLOAD = {"repo": "alpha", "headSha": SHIP_SHA, "evidence": {"headSha": SHIP_SHA}}
+
+
 def tick(instant: str):
     """One slot-loop iteration at a named instant."""
     return iterate(now=at(instant), record_status=False)
