@@ -1,7 +1,10 @@
-"""GitHub deliveries as the tests send them: the vendored bodies, the repos they name, a signed POST /github."""
+"""GitHub deliveries as the tests send them: the vendored bodies, the repos they name, a signed POST /github,
+and the ``inject`` command that replays them."""
 
 import uuid
+from io import StringIO
 
+from django.core.management import call_command
 from django.test import Client
 
 from lib.signing import sign
@@ -50,3 +53,13 @@ def post(body: bytes, kind: str | None, *, delivery: str | None = "auto", secret
 
 def ignored(reason: str) -> dict:
     return {"admitted": False, "ignored": True, "reason": reason}
+
+
+def inject(*args) -> tuple[int, str, str]:
+    """Run ``inject`` and return (exit code, stdout, stderr)."""
+    out, err = StringIO(), StringIO()
+    try:
+        call_command("inject", *args, stdout=out, stderr=err)
+    except SystemExit as exc:
+        return exc.code, out.getvalue(), err.getvalue()
+    return 0, out.getvalue(), err.getvalue()
