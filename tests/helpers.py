@@ -1,4 +1,5 @@
-"""Small helpers the runtime tests share: the slot loop at a named instant, the worker's queue, injected events."""
+"""Small helpers the tests share: the slot loop at a named instant, the worker's queue, injected events,
+many loops at once, the keyed example's customers and a ship-apply request."""
 
 import time_machine
 
@@ -8,7 +9,6 @@ from runtime.services.execution import work_one
 from ops.slot_loop import iterate
 
 from .conftest import at
-
 
 #: A ship-apply request: the head to ship, and the ship-scan's evidence for it.
 SHIP_SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -56,3 +56,26 @@ def many_loops(registry_files, count: int) -> None:
         data.update({f"loop-{i:04d}": dict(template) for i in range(count)})
     registry_files.update("schedules.json", change)
     tick("2026-11-30T21:07:00Z")
+
+
+#: The keyed worked example on, the heartbeat off: ``customer-digest`` ticks each customer at the time they chose.
+DIGEST_ON = "schedules:\n  heartbeat:\n    enabled: false\n  customer-digest:\n    enabled: true\n"
+_serial = iter(range(1, 10**9))
+
+
+def choose(customer, wall, zone, instant):
+    """Admit ``customer.digest-time.chosen`` at ``instant`` (the events door)."""
+    return _admit("customer.digest-time.chosen", {"customer": customer, "at": wall, "timezone": zone}, instant)
+
+
+def unsubscribe(customer, instant):
+    return _admit("customer.unsubscribed", {"customer": customer}, instant)
+
+
+def _admit(event_type, payload, instant):
+    event_id = f"crm-{next(_serial)}"
+    admit_event({
+        "schemaVersion": "factory.event/v1", "eventId": event_id, "type": event_type, "source": "crm",
+        "subject": payload["customer"], "occurredAt": instant, "correlationId": event_id, "payload": payload,
+    }, door=Door.EVENTS, now=at(instant))
+    return event_id

@@ -1,7 +1,9 @@
 """Keyed schedules set and cleared by events (issue 6; DESIGN §6; seed 000).
 
 The worked example: ``customer-digest``, set by ``customer.digest-time.chosen`` and
-cleared by ``customer.unsubscribed``; each customer's digest is its own run.
+cleared by ``customer.unsubscribed``; each customer's digest is its own run. How the
+commands and GET /schedules show a keyed loop is ``http/test_keyed_views.py``; the load
+errors of a keyed declaration are ``unit/test_keyed_load_errors.py``.
 """
 
 import json
@@ -12,19 +14,17 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from runtime.services.admission import admit_event
-from runtime.models import Door, Event, JournalEntry, Proposal
-from runtime.registry import RegistryInvalid, get_registry, load_registry
+from runtime.models import Event, JournalEntry, Proposal
+from runtime.registry import get_registry
 from schedules.keyed import Row
 from schedules.models import KeyedSchedule
 from schedules.overview import schedules_overview
 
-from .conftest import at
-from .helpers import finish_active_runs, tick
+from tests.conftest import at
+from tests.helpers import DIGEST_ON, choose, finish_active_runs, tick, unsubscribe
 
 pytestmark = pytest.mark.django_db
 
-DIGEST_ON = "schedules:\n  heartbeat:\n    enabled: false\n  customer-digest:\n    enabled: true\n"
 #: A one-time reminder: the key's row fires once, at the instant the event names.
 REMINDER = DIGEST_ON + """\
   reminder:
@@ -38,26 +38,6 @@ REMINDER = DIGEST_ON + """\
       clearedBy:
         customer.unsubscribed: {key: /payload/customer}
 """
-
-_serial = iter(range(1, 10**9))
-
-
-def choose(customer, wall, zone, instant):
-    """Admit ``customer.digest-time.chosen`` at ``instant`` (the events door)."""
-    return _admit("customer.digest-time.chosen", {"customer": customer, "at": wall, "timezone": zone}, instant)
-
-
-def unsubscribe(customer, instant):
-    return _admit("customer.unsubscribed", {"customer": customer}, instant)
-
-
-def _admit(event_type, payload, instant):
-    event_id = f"crm-{next(_serial)}"
-    admit_event({
-        "schemaVersion": "factory.event/v1", "eventId": event_id, "type": event_type, "source": "crm",
-        "subject": payload["customer"], "occurredAt": instant, "correlationId": event_id, "payload": payload,
-    }, door=Door.EVENTS, now=at(instant))
-    return event_id
 
 
 def rows(loop="customer-digest"):
@@ -206,33 +186,6 @@ def test_downtime_catch_up_per_key(registry_files):
     assert Event.objects.get(uid=ticks()[-1]).payload["skippedSlots"] == 2
 
 
-def test_show_next_and_get_schedules_give_the_counts(registry_files, client, settings):
-    registry_files.write_config("schedule.yaml", DIGEST_ON)
-    tick("2026-11-30T06:00:00Z")
-    choose("alice", "09:00", "Europe/Budapest", "2026-11-30T06:10:00Z")
-    choose("bob", "07:30", "Asia/Kolkata", "2026-11-30T06:10:00Z")
-    tick("2026-11-30T06:10:01Z")
-    (view,) = schedules_overview(get_registry(), now=at("2026-11-30T06:11:00Z"), names=["customer-digest"])
-    assert view.as_json()["keyed"] == {
-        "setBy": ["customer.digest-time.chosen"], "clearedBy": ["customer.unsubscribed"], "keys": 2,
-        "nextDue": "2026-11-30T08:00:00Z",
-    }
-    assert (view.as_json()["every"], view.as_json()["nextSlotDue"], view.stopped) == (None, "2026-11-30T08:00:00Z", False)
-    settings.FACTORY_API_TOKEN = "token-for-keyed"
-    answer = client.get("/schedules", HTTP_AUTHORIZATION="Bearer token-for-keyed")
-    (item,) = [i for i in answer.json() if i["name"] == "customer-digest"]
-    assert item["keyed"]["keys"] == 2
-    out = StringIO()
-    call_command("schedule", "show", "customer-digest", "--json", stdout=out)
-    document = json.loads(out.getvalue())
-    assert [d["key"] for d in document["dueKeys"]] == ["alice", "bob"]
-    text = StringIO()
-    call_command("schedule", "next", "customer-digest", "-n", "1", stdout=text)
-    assert text.getvalue().splitlines()[:2] == [
-        "2 key(s) in customer-digest; due soonest:", "  2026-11-30T08:00:00Z  alice  (09:00 Europe/Budapest)",
-    ]
-
-
 def test_a_row_overdue_for_a_minute_is_a_stopped_loop(registry_files):
     registry_files.write_config("schedule.yaml", DIGEST_ON)
     tick("2026-11-30T06:00:00Z")
@@ -243,45 +196,6 @@ def test_a_row_overdue_for_a_minute_is_a_stopped_loop(registry_files):
     assert (on_time.stopped, late.stopped) == (False, True)
 
 
-# --- load errors ---------------------------------------------------------------------------------
-def errors(files):
-    with pytest.raises(RegistryInvalid) as raised:
-        load_registry(files.registry_dir, files.config_dir)
-    return [str(e) for e in raised.value.errors]
-
-
-def set_keyed(files, **keyed):
-    files.update("schedules.json", lambda loops: loops["customer-digest"].__setitem__("keyed", keyed))
-
-
-def test_keyed_load_errors(registry_files):
-    entry = "registry/schedules.json: customer-digest"
-    set_keyed(registry_files, setBy={"customer.chose": {"key": "/payload/customer", "every": "/payload/every"}},
-              clearedBy={"customer.left": {"key": "/payload/customer"}})
-    assert errors(registry_files) == [
-        f"{entry}: keyed_unregistered_type: keyed.setBy: 'customer.chose' is not in event-types.json",
-        f"{entry}: keyed_unregistered_type: keyed.clearedBy: 'customer.left' is not in event-types.json",
-    ]
-    set_keyed(registry_files, setBy={"customer.unsubscribed": {"key": "/payload/customer", "at": "/payload/at"}})
-    assert errors(registry_files) == [
-        f"{entry}: keyed_rule: keyed.setBy.customer.unsubscribed: at needs a timezone pointer, and timezone belongs to at",
-    ]
-    set_keyed(registry_files, setBy={"customer.unsubscribed": {"key": "/payload/customer", "every": "/a", "once": "/b"}})
-    assert errors(registry_files) == [
-        f"{entry}: keyed_rule: keyed.setBy.customer.unsubscribed: point at exactly one of at, every, once (found every, once)",
-    ]
-    set_keyed(registry_files, setBy={}, clearedBy={"customer.unsubscribed": {"key": "/payload/customer"}})
-    assert errors(registry_files) == [
-        f"{entry}: never_ticks: nothing can ever tick this loop: give every, at with timezone, or keyed with at least one setBy type",
-    ]
-
-
-def test_a_keyed_loop_with_its_own_cadence_is_a_load_error(registry_files):
-    registry_files.update("schedules.json", lambda loops: loops["customer-digest"].__setitem__("every", "1d"))
-    assert errors(registry_files) == [
-        "registry/schedules.json: customer-digest: cadence_conflict: give one of every, at or keyed, not every and keyed: "
-        "a keyed loop takes each key's rule from its setting events",
-    ]
 
 
 # --- the property: rows are a fold of the events ---------------------------------------------------
