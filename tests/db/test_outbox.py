@@ -6,11 +6,10 @@ import pytest
 
 from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
-from lib.json_pointer import PointerNotFound, resolve_pointer
 from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
 
-from .conftest import at
-from .helpers import inject, step
+from tests.conftest import at
+from tests.helpers import inject, step
 
 pytestmark = pytest.mark.django_db
 
@@ -126,22 +125,3 @@ def test_a_contract_violation_fails_the_run_before_any_edge(fake_agents, script)
     assert (run.status, run.outcome, run.reason) == ("failed", "FAILED", "output_contract_violation")
     assert not OutboxEntry.objects.exists() and Event.objects.count() == 1
     assert JournalEntry.objects.get(action="run_failed").data["violations"]
-
-
-RFC_6901_DOCUMENT = {
-    "foo": ["bar", "baz"], "": 0, "a/b": 1, "c%d": 2, "e^f": 3, "g|h": 4, "i\\j": 5, 'k"l': 6, " ": 7, "m~n": 8,
-}
-
-
-@pytest.mark.parametrize("pointer, value", [
-    ("", RFC_6901_DOCUMENT), ("/foo", ["bar", "baz"]), ("/foo/0", "bar"), ("/", 0), ("/a~1b", 1), ("/c%d", 2),
-    ("/e^f", 3), ("/g|h", 4), ("/i\\j", 5), ('/k"l', 6), ("/ ", 7), ("/m~0n", 8),
-])
-def test_pointers_resolve_as_rfc_6901_section_5_says(pointer, value):
-    assert resolve_pointer(RFC_6901_DOCUMENT, pointer) == value
-
-
-@pytest.mark.parametrize("pointer", ["/foo/2", "/foo/01", "/foo/-", "/foo/0/0", "/missing", "/m~2n", "foo", "/c%25d"])
-def test_pointers_that_find_nothing_say_so(pointer):
-    with pytest.raises(PointerNotFound):
-        resolve_pointer(RFC_6901_DOCUMENT, pointer)
