@@ -1,5 +1,5 @@
-"""Shared fixtures: an isolated registry and config per test, the personas of the inbox, and the
-fake agents that walk the chain."""
+"""Shared fixtures: an isolated registry and config per test, the personas of the inbox, the fake
+agents that walk the chain, and the repos of the repo loops."""
 
 import json
 import shutil
@@ -130,4 +130,28 @@ def fake_agents(settings, registry_files):
     settings.FACTORY_FAKE_AGENTS = True
     registry_files.write_config("schedule.yaml", NO_HEARTBEAT)
     registry_files.write_config("fake-outcomes.yaml", OUTCOMES)
+    return registry_files
+
+
+#: Three repos for the repo-loop templates: hello, factory (its own merge cadence) and notes (report-only).
+REPOS = """
+repos:
+  - name: hello
+    github: Codertocat/Hello-World
+    base: master
+  - name: factory
+    github: example/factory
+    base: main
+    merge_every: 4h
+  - name: notes
+    github: example/notes
+    base: main
+    report_only: true
+"""
+
+
+@pytest.fixture
+def repos(registry_files):
+    """``REPOS`` as config/repos.yaml."""
+    registry_files.write_config("repos.yaml", REPOS)
     return registry_files

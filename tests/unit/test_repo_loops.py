@@ -1,32 +1,11 @@
-"""Repo loops: ``repoLoops`` templates expanded per repo of ``config/repos.yaml`` (spec §12, DESIGN §4)."""
+"""Repo loops: ``repoLoops`` templates expanded per repo of ``config/repos.yaml`` (spec §12, DESIGN §4).
+
+Their ticks are ``db/test_repo_loop_ticks.py``.
+"""
 
 import pytest
 
-from runtime.models import Event, Proposal, ProposalStatus, Run
 from runtime.registry import RegistryInvalid, get_registry
-from ops.slot_loop import iterate
-from tests.conftest import at
-
-REPOS = """
-repos:
-  - name: hello
-    github: Codertocat/Hello-World
-    base: master
-  - name: factory
-    github: example/factory
-    base: main
-    merge_every: 4h
-  - name: notes
-    github: example/notes
-    base: main
-    report_only: true
-"""
-
-
-@pytest.fixture
-def repos(registry_files):
-    registry_files.write_config("repos.yaml", REPOS)
-    return registry_files
 
 
 def rules(exc: RegistryInvalid) -> set[tuple[str, str]]:
@@ -134,19 +113,3 @@ def test_a_template_name_without_the_repo_placeholder_is_a_load_error(repos):
     with pytest.raises(RegistryInvalid) as caught:
         get_registry()
     assert ("repoLoops", "schema") in rules(caught.value)
-
-
-@pytest.mark.django_db
-def test_work_and_merge_of_one_repo_tick_on_the_same_boundary(repos):
-    repos.write_config("schedule.yaml", "schedules:\n  work-hello:\n    enabled: true\n")
-    iterate(now=at("2026-11-30T10:47:13Z"))
-    ticks = {e.loop: e for e in Event.objects.filter(loop__in=["work-hello", "merge-hello"])}
-    assert ticks["work-hello"].payload == {
-        "repo": "hello", "loop": "work-hello", "slot": "2026-11-30T10:30:00Z", "cadenceSeconds": 1800, "skippedSlots": 0,
-    }
-    assert ticks["merge-hello"].payload["slot"] == ticks["work-hello"].payload["slot"]
-    assert ticks["merge-hello"].subject == "hello"
-    # Watched work proposes; the merge-loop exception auto-approves the read-only scan as the schedule.
-    assert Proposal.objects.get(loop="work-hello").status == ProposalStatus.PENDING
-    merge_run = Run.objects.get(loop="merge-hello")
-    assert (merge_run.definition, merge_run.actor, merge_run.approved_by) == ("merge-scan@1", "schedule", None)
