@@ -79,3 +79,11 @@ def _admit(event_type, payload, instant):
         "subject": payload["customer"], "occurredAt": instant, "correlationId": event_id, "payload": payload,
     }, door=Door.EVENTS, now=at(instant))
     return event_id
+
+
+def nightly_overlay(entry: str, name: str = "nightly") -> str:
+    """The heartbeat off and one overlay loop ``name`` (a singleton heartbeat type, enabled) with ``entry``'s lines."""
+    return (
+        "schedules:\n  heartbeat:\n    enabled: false\n"
+        f"  {name}:\n    eventType: clock.tick.heartbeat\n    singleton: true\n    enabled: true\n{entry}"
+    )
