@@ -15,6 +15,8 @@ from runtime.registry import store
 PROJECT_DIR = Path(django_settings.BASE_DIR)
 SHARED_FIXTURES_DIR = PROJECT_DIR.parent / "shared" / "fixtures"
 VENDORED_FIXTURES_DIR = PROJECT_DIR / "tests" / "fixtures"
+#: The tracked kernel registry: every test reads it until it writes its own copy; none writes it.
+KERNEL_DIR = PROJECT_DIR / "registry"
 #: Stand-ins for external programs the runtime starts (the agent CLI).
 STAND_INS_DIR = PROJECT_DIR / "tests" / "stand_ins"
 
@@ -34,19 +36,37 @@ def at(text: str) -> datetime:
 
 
 class RegistryFiles:
-    """A writable copy of the kernel registry and an empty config directory for one test."""
+    """The registry and config directories of one test, copied on write.
 
-    def __init__(self, root: Path):
-        self.registry_dir = root / "registry"
-        self.config_dir = root / "config"
-        shutil.copytree(PROJECT_DIR / "registry", self.registry_dir)
-        self.config_dir.mkdir()
+    Until the test writes (``write``, ``update``, ``write_config``) or asks for a path
+    (``registry_dir``, ``config_dir``), the settings point at the tracked kernel in
+    ``registry/`` and at the session's empty config directory, which no test writes; then
+    at the test's own copy of the kernel and its own empty config directory.
+    """
+
+    def __init__(self, settings, root: Path, shared_config_dir: Path):
+        self._settings = settings
+        self._root = root
+        self._registry_dir = settings.FACTORY_REGISTRY_DIR = KERNEL_DIR
+        self._config_dir = settings.FACTORY_CONFIG_DIR = shared_config_dir
+        self._copied = False
+
+    @property
+    def registry_dir(self) -> Path:
+        self._copy_for_paths()
+        return self._registry_dir
+
+    @property
+    def config_dir(self) -> Path:
+        self._copy_for_paths()
+        return self._config_dir
 
     def read(self, relative: str):
-        return json.loads((self.registry_dir / relative).read_text())
+        return json.loads((self._registry_dir / relative).read_text())
 
     def write(self, relative: str, data) -> None:
-        path = self.registry_dir / relative
+        self._copy()
+        path = self._registry_dir / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=2))
         store.reset()
@@ -57,20 +77,57 @@ class RegistryFiles:
         self.write(relative, data)
 
     def write_config(self, name: str, text: str) -> None:
-        (self.config_dir / name).write_text(text)
+        self._copy()
+        (self._config_dir / name).write_text(text)
         store.reset()
+
+    def _copy(self) -> None:
+        """Point the settings at the test's own copy of the kernel and its own empty config directory."""
+        if self._copied:
+            return
+        self._registry_dir = self._settings.FACTORY_REGISTRY_DIR = self._root / "registry"
+        self._config_dir = self._settings.FACTORY_CONFIG_DIR = self._root / "config"
+        shutil.copytree(KERNEL_DIR, self._registry_dir)
+        self._config_dir.mkdir()
+        self._copied = True
+        store.reset()
+
+    def _copy_for_paths(self) -> None:
+        """The copy, for a test that may edit files behind the store's back as an operator's editor
+        would: the copy's registry is in force at once, the last good one such an edit falls back on,
+        as if the test had had its own directories from the start."""
+        if not self._copied:
+            self._copy()
+            store.current()
+
+
+def tree(directory: Path) -> list[tuple[str, int, int]]:
+    """Every entry under ``directory`` with its modification time and size."""
+    entries = []
+    for path in sorted(directory.rglob("*")):
+        stat = path.stat()
+        entries.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return entries
+
+
+@pytest.fixture(scope="session")
+def shared_config_dir(tmp_path_factory) -> Path:
+    """The empty config directory of the tests that never write one (one per xdist worker)."""
+    return tmp_path_factory.mktemp("shared-config")
 
 
 @pytest.fixture(autouse=True)
-def isolated_runtime(settings, tmp_path):
-    """Every test gets its own registry copy, an empty config dir and a runs dir."""
-    files = RegistryFiles(tmp_path / "factory")
-    settings.FACTORY_REGISTRY_DIR = files.registry_dir
-    settings.FACTORY_CONFIG_DIR = files.config_dir
+def isolated_runtime(settings, tmp_path, shared_config_dir):
+    """Every test reads the tracked kernel and an empty config dir, gets its own copy of both when it
+    writes (``RegistryFiles``), and has its own runs dir. No test may change the shared directories."""
+    kernel = tree(KERNEL_DIR)
+    files = RegistryFiles(settings, tmp_path / "factory", shared_config_dir)
     settings.FACTORY_RUNS_DIR = tmp_path / "runs"
     store.reset()
     yield files
     store.reset()
+    assert tree(KERNEL_DIR) == kernel, "a test changed the tracked registry/"
+    assert tree(shared_config_dir) == [], f"a test wrote into the shared config directory {shared_config_dir}"
 
 
 @pytest.fixture
