@@ -11,19 +11,12 @@ import socket
 import pytest
 
 from tests.conftest import PROJECT_DIR
-from tests.processes import ProcessRuntime, free_port, stop, wait_for
+from tests.processes import free_port, stop, wait_for
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db]
 
 SECRET = "bridge-process-secret"
 EXAMPLE = (PROJECT_DIR / "config" / "factory-clocks.example.yaml").read_text()
-
-
-@pytest.fixture
-def runtime(tmp_path):
-    process_runtime = ProcessRuntime(tmp_path / "proc")
-    yield process_runtime
-    process_runtime.close()
 
 
 @pytest.fixture

@@ -11,18 +11,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.processes import ProcessRuntime, children_of, command_line, free_port, stop, wait_for, wait_serving
+from tests.processes import children_of, command_line, free_port, stop, wait_for, wait_serving
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db]
 
 DAILY_HEARTBEAT = "schedules:\n  heartbeat:\n    every: 1d\n"
-
-
-@pytest.fixture
-def runtime(tmp_path):
-    process_runtime = ProcessRuntime(tmp_path / "proc")
-    yield process_runtime
-    process_runtime.close()
 
 
 def today_slot() -> str:
