@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import Permission
+from django.test import override_settings
 
 from runtime.registry import store
 
@@ -133,6 +134,14 @@ def isolated_runtime(settings, tmp_path, shared_config_dir):
 @pytest.fixture
 def registry_files(isolated_runtime) -> RegistryFiles:
     return isolated_runtime
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing():
+    """The personas' passwords are hashed with MD5: the production hasher is slow on purpose, and no
+    test here checks a password, only who is signed in."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture
