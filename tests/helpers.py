@@ -1,9 +1,18 @@
-"""Small helpers the runtime tests share."""
+"""Small helpers the tests share: the slot loop at a named instant, the worker's queue, injected events,
+many loops at once, the keyed example's customers and a ship-apply request."""
 
-from runtime.models import ACTIVE_RUN_STATUSES, Run, RunStatus
+import time_machine
+
+from runtime.models import ACTIVE_RUN_STATUSES, Door, Run, RunStatus
+from runtime.services.admission import admit_event
+from runtime.services.execution import work_one
 from ops.slot_loop import iterate
 
 from .conftest import at
+
+#: A ship-apply request: the head to ship, and the ship-scan's evidence for it.
+SHIP_SHA = "0123456789abcdef0123456789abcdef01234567"
+SHIP_PAYLOAD = {"repo": "alpha", "headSha": SHIP_SHA, "evidence": {"headSha": SHIP_SHA}}
 
 
 def tick(instant: str):
@@ -14,3 +23,67 @@ def tick(instant: str):
 def finish_active_runs(outcome: str = "SUCCEEDED") -> int:
     """Mark every active run succeeded, as a worker would (for planning tests that do not execute)."""
     return Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).update(status=RunStatus.SUCCEEDED, outcome=outcome)
+
+
+def work_all() -> int:
+    """Run every queued run to its end, as a worker would; returns how many."""
+    count = 0
+    while work_one(worker="test-worker"):
+        count += 1
+    return count
+
+
+def step(instant: str):
+    """At ``instant``: run the queue, then one slot-loop iteration (publish the outbox, plan)."""
+    with time_machine.travel(at(instant), tick=False):
+        work_all()
+        return tick(instant)
+
+
+def inject(event_id: str, type_: str, payload: dict, instant: str = "2026-11-30T10:00:00Z"):
+    envelope = {
+        "schemaVersion": "factory.event/v1", "eventId": event_id, "type": type_, "source": "operator",
+        "subject": payload.get("repo", "test"), "occurredAt": instant, "correlationId": event_id, "payload": payload,
+    }
+    return admit_event(envelope, door=Door.INJECT, now=at(instant))
+
+
+def many_loops(registry_files, count: int) -> None:
+    """``count`` enabled watched loops (reaper copies), each ticked once and proposed."""
+    def change(data):
+        template = {**data["reaper"], "enabled": True}
+        data.clear()
+        data.update({f"loop-{i:04d}": dict(template) for i in range(count)})
+    registry_files.update("schedules.json", change)
+    tick("2026-11-30T21:07:00Z")
+
+
+#: The keyed worked example on, the heartbeat off: ``customer-digest`` ticks each customer at the time they chose.
+DIGEST_ON = "schedules:\n  heartbeat:\n    enabled: false\n  customer-digest:\n    enabled: true\n"
+_serial = iter(range(1, 10**9))
+
+
+def choose(customer, wall, zone, instant):
+    """Admit ``customer.digest-time.chosen`` at ``instant`` (the events door)."""
+    return _admit("customer.digest-time.chosen", {"customer": customer, "at": wall, "timezone": zone}, instant)
+
+
+def unsubscribe(customer, instant):
+    return _admit("customer.unsubscribed", {"customer": customer}, instant)
+
+
+def _admit(event_type, payload, instant):
+    event_id = f"crm-{next(_serial)}"
+    admit_event({
+        "schemaVersion": "factory.event/v1", "eventId": event_id, "type": event_type, "source": "crm",
+        "subject": payload["customer"], "occurredAt": instant, "correlationId": event_id, "payload": payload,
+    }, door=Door.EVENTS, now=at(instant))
+    return event_id
+
+
+def nightly_overlay(entry: str, name: str = "nightly") -> str:
+    """The heartbeat off and one overlay loop ``name`` (a singleton heartbeat type, enabled) with ``entry``'s lines."""
+    return (
+        "schedules:\n  heartbeat:\n    enabled: false\n"
+        f"  {name}:\n    eventType: clock.tick.heartbeat\n    singleton: true\n    enabled: true\n{entry}"
+    )

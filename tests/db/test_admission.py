@@ -1,0 +1,119 @@
+"""``admit_event`` and ``inject`` (DESIGN §3, §10): one way in, dedup by eventId, the door decides."""
+
+import io
+import json
+import logging
+
+import pytest
+from django.core.management import call_command
+
+from runtime.services.admission import AdmissionRefused, admit_event
+from runtime.models import Door, Event, JournalEntry
+
+from tests.conftest import at
+
+pytestmark = pytest.mark.django_db
+
+NOW = at("2026-11-30T10:00:00Z")
+
+
+def envelope(**changes):
+    base = {
+        "schemaVersion": "factory.event/v1", "eventId": "op-1", "type": "factory.work.requested",
+        "source": "operator", "subject": "hello", "occurredAt": "2026-11-30T11:00:00+01:00",
+        "correlationId": "op-1", "payload": {"repo": "hello"},
+    }
+    base.update(changes)
+    return base
+
+
+def refused(env, door=Door.INJECT):
+    with pytest.raises(AdmissionRefused) as raised:
+        admit_event(env, door=door, now=NOW)
+    assert Event.objects.count() == 0
+    return [e["code"] for e in raised.value.errors]
+
+
+def test_admission_stores_the_event_and_journals_the_door():
+    admission = admit_event(envelope(), door=Door.INJECT, now=NOW)
+    assert (admission.admitted, admission.duplicate, admission.event_id) == (True, False, "op-1")
+    event = Event.objects.get()
+    assert (event.door, event.occurred_at, event.admitted_at, event.loop) == ("inject", at("2026-11-30T10:00:00Z"), NOW, None)
+    entry = JournalEntry.objects.get()
+    assert (entry.action, entry.actor, entry.event_id) == ("event_admitted", "inject", event.pk)
+
+
+def test_a_second_admission_of_an_event_id_is_a_duplicate_and_admits_nothing(caplog):
+    admit_event(envelope(), door=Door.INJECT, now=NOW)
+    again = admit_event(envelope(), door=Door.INJECT, now=NOW)
+    assert (again.admitted, again.duplicate) == (False, True)
+    with caplog.at_level(logging.WARNING):
+        differs = admit_event(envelope(payload={"repo": "other"}), door=Door.INJECT, now=NOW)
+    assert differs.duplicate and differs.event.payload == {"repo": "hello"}
+    assert "different content" in caplog.text
+    assert Event.objects.count() == 1
+
+
+@pytest.mark.parametrize("event_id,door", [
+    ("clock:reaper:2026-11-30T10:00:00Z", Door.INJECT), ("chain:4:0", Door.INJECT),
+    ("clock:reaper:2026-11-30T10:00:00Z", Door.CHAIN), ("chain:4:0", Door.SCHEDULE),
+    ("chain:4:0", Door.GITHUB), ("clock:x", Door.EVENTS),
+])
+def test_reserved_prefixes_belong_to_their_door(event_id, door):
+    assert refused(envelope(eventId=event_id), door) == ["reserved_event_id"]
+
+
+@pytest.mark.parametrize("changes,code", [
+    ({"schemaVersion": "factory.event/v2"}, "invalid_envelope"),
+    ({"eventId": "x" * 201}, "invalid_envelope"),
+    ({"eventId": "has space"}, "invalid_envelope"),
+    ({"eventId": ""}, "invalid_envelope"),
+    ({"occurredAt": "2026-11-30T10:00:00"}, "invalid_envelope"),
+    ({"occurredAt": "yesterday"}, "invalid_envelope"),
+    ({"extra": 1}, "invalid_envelope"),
+    ({"payload": []}, "invalid_envelope"),
+    ({"type": "nobody.registered"}, "unregistered_type"),
+    ({"payload": {"repo": "Not A Name"}}, "invalid_payload"),
+    ({"payload": {}}, "invalid_payload"),
+])
+def test_bad_envelopes_are_refused_and_nothing_is_written(changes, code):
+    assert refused(envelope(**changes))[0] == code
+
+
+def test_missing_fields_are_each_reported():
+    env = envelope()
+    del env["subject"], env["correlationId"]
+    assert refused(env) == ["invalid_envelope", "invalid_envelope"]
+
+
+def test_inject_exit_codes(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(envelope()))
+    call_command("inject", str(path))
+    assert capsys.readouterr().out.strip() == "admitted: op-1"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(json.dumps(envelope()).encode())))
+    call_command("inject", "-")
+    assert capsys.readouterr().out.strip() == "duplicate: op-1 was already admitted; nothing new was admitted"
+    path.write_text(json.dumps(envelope(eventId="clock:heartbeat:2026-11-30T10:00:00Z")))
+    with pytest.raises(SystemExit) as exited:
+        call_command("inject", str(path))
+    assert exited.value.code == 2
+    assert "reserved_event_id" in capsys.readouterr().err
+    path.write_text("{not json")
+    with pytest.raises(SystemExit) as exited:
+        call_command("inject", str(path))
+    assert exited.value.code == 2
+    assert "invalid_json" in capsys.readouterr().err
+    assert Event.objects.count() == 1
+
+
+def test_with_a_bad_overlay_inject_refuses_clearly_and_the_tables_stay_readable(registry_files, tmp_path, capsys):
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabeld: true\n")
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(envelope()))
+    with pytest.raises(SystemExit) as exited:
+        call_command("inject", str(path))
+    assert exited.value.code == 2
+    assert "refused: registry_invalid: " in capsys.readouterr().err
+    call_command("events", "--json")
+    assert json.loads(capsys.readouterr().out) == []

@@ -1,0 +1,145 @@
+"""``manage.py schedule``: list, show, next, tick (DESIGN §5, §10)."""
+
+import json
+from io import StringIO
+
+import pytest
+import time_machine
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from runtime.models import Event
+from schedules.models import ScheduleState, SlotLoopStatus
+
+from tests.conftest import at
+from tests.helpers import many_loops, tick
+
+pytestmark = pytest.mark.django_db
+
+NOW = "2026-11-30T21:08:00Z"
+
+
+def run(*args) -> str:
+    out = StringIO()
+    with time_machine.travel(at(NOW), tick=False):
+        call_command("schedule", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_bare_schedule_prints_the_table(registry_files):
+    tick("2026-11-30T21:07:00Z")
+    lines = run().splitlines()
+    assert lines[0].split()[:3] == ["LOOP", "EVERY", "APPROVAL"]
+    assert lines[1].split()[:6] == ["customer-digest", "keyed", "watched", "no", "kernel", "never"]
+    assert lines[2].split()[:7] == [
+        "heartbeat", "5m", "auto", "yes", "kernel", "2026-11-30T21:05:00Z", "2026-11-30T21:10:00Z",
+    ]
+    assert "planning APPROVED" in lines[2]
+    assert lines[3].split()[:6] == ["reaper", "60m", "watched", "no", "kernel", "never"]
+    assert run("list") == run()
+
+
+def test_bare_schedule_takes_json(registry_files):
+    assert json.loads(run("--json")) == json.loads(run("list", "--json"))
+
+
+def test_show_adds_the_last_ticks(registry_files):
+    tick("2026-11-30T21:07:00Z")
+    document = json.loads(run("show", "heartbeat", "--json"))
+    assert document["name"] == "heartbeat"
+    assert [t["eventId"] for t in document["ticks"]] == ["clock:heartbeat:2026-11-30T21:05:00Z"]
+    text = run("show", "heartbeat")
+    assert "last slot fired    2026-11-30T21:05:00Z" in text
+    ticks = text.split("last ticks:")[1].splitlines()
+    assert ticks[1].split()[:4] == ["SLOT", "ADMITTED", "AT", "SKIPPED"]
+    assert ticks[2].split()[:5] == ["2026-11-30T21:05:00Z", "2026-11-30T21:07:00Z", "0", "planning", "APPROVED"]
+
+
+def test_next_lists_k_slots(registry_files):
+    tick("2026-11-30T21:07:00Z")
+    assert json.loads(run("next", "heartbeat", "-n", "2", "--json")) == {
+        "loop": "heartbeat", "enabled": True, "slots": ["2026-11-30T21:10:00Z", "2026-11-30T21:15:00Z"],
+    }
+    assert run("next", "heartbeat").splitlines()[1:] == [
+        "2026-11-30T21:10:00Z", "2026-11-30T21:15:00Z", "2026-11-30T21:20:00Z",
+        "2026-11-30T21:25:00Z", "2026-11-30T21:30:00Z",
+    ]
+
+
+def test_an_unknown_loop_is_refused(registry_files):
+    with pytest.raises(CommandError, match="no loop named 'nope'") as caught:
+        run("show", "nope")
+    assert caught.value.returncode == 2
+
+
+def test_tick_at_a_past_instant_runs_one_iteration_without_recording_the_slot_loop(registry_files):
+    document = json.loads(run("tick", "--at", "2026-11-30T20:59:00Z", "--json"))
+    assert document == {
+        "at": "2026-11-30T20:59:00Z", "dryRun": False, "planned": 1,
+        "ticks": [{"loop": "heartbeat", "eventId": "clock:heartbeat:2026-11-30T20:55:00Z",
+                   "slot": "2026-11-30T20:55:00Z", "skippedSlots": 0, "admitted": True}],
+    }
+    assert Event.objects.filter(uid="clock:heartbeat:2026-11-30T20:55:00Z").exists()
+    assert not SlotLoopStatus.objects.exists()
+
+
+def test_tick_at_a_future_instant_is_refused(registry_files):
+    with pytest.raises(CommandError, match="in the future") as caught:
+        run("tick", "--at", "2026-11-30T22:00:00Z")
+    assert caught.value.returncode == 2
+    assert not Event.objects.exists()
+    assert not ScheduleState.objects.exists()
+
+
+def test_tick_dry_run_writes_nothing_and_says_what_would_fire(registry_files):
+    tick("2026-11-30T21:07:00Z")
+    before = (Event.objects.count(), list(ScheduleState.objects.values()))
+    document = json.loads(run("tick", "--at", "2026-12-01T03:31:00Z", "--dry-run", "--json"))
+    assert document["ticks"] == [{
+        "loop": "heartbeat", "eventId": "clock:heartbeat:2026-12-01T03:30:00Z",
+        "slot": "2026-12-01T03:30:00Z", "skippedSlots": 76, "alreadyAdmitted": False,
+    }]
+    assert (document["dryRun"], document["planned"]) == (True, None)
+    assert (Event.objects.count(), list(ScheduleState.objects.values())) == before
+    assert "would fire" in run("tick", "--at", "2026-12-01T03:31:00Z", "--dry-run")
+
+
+def test_tick_refuses_an_instant_without_an_offset(registry_files):
+    with pytest.raises(CommandError, match="offset") as caught:
+        run("tick", "--at", "2026-11-30T20:00:00")
+    assert caught.value.returncode == 2
+
+
+@pytest.mark.parametrize("text", ["", "yesterday", "20261130T200000Z"])
+def test_tick_refuses_what_is_not_an_instant_and_fires_nothing(registry_files, text):
+    with pytest.raises(CommandError, match="not an RFC 3339 date-time") as caught:
+        run("tick", "--at", text)
+    assert caught.value.returncode == 2
+    assert Event.objects.count() == 0
+
+
+@pytest.mark.parametrize("count", [1, 500])
+def test_list_json_costs_constant_queries(registry_files, django_assert_num_queries, count):
+    many_loops(registry_files, count)
+    with django_assert_num_queries(4):
+        items = json.loads(run("list", "--json"))
+    assert len(items) == count
+
+
+def test_a_bad_overlay_is_reported_with_its_errors_not_a_system_check(registry_files, capsys):
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabeld: true\n")
+    with pytest.raises(CommandError, match="the registry on disk does not validate .1 error.s.."):
+        run("list")
+    assert "schema: at schedules/reaper: Additional properties are not allowed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [
+    ("--at", "0001-01-01T00:00:00Z"), ("--at", "0001-01-01T00:00:00Z", "--dry-run"), ("--at", "9999-12-31T23:59:59Z", "--dry-run"),
+])
+def test_tick_at_the_ends_of_the_calendar_is_refused(registry_files, args):
+    registry_files.write_config("schedule.yaml", "schedules:\n  nightly:\n    at: \"02:30\"\n    timezone: Europe/Budapest\n"
+                                "    eventType: clock.tick.heartbeat\n    catchUp: none\n    singleton: true\n    enabled: true\n")
+    with pytest.raises(CommandError) as caught:
+        run("tick", *args)
+    assert caught.value.returncode == 2
+    assert Event.objects.count() == 0

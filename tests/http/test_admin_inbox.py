@@ -1,0 +1,93 @@
+"""The inbox in the Django admin (DESIGN §10): pending first, confirmed decisions, read-only machine tables."""
+
+import pytest
+from django.urls import reverse
+
+from runtime.models import JournalEntry, Proposal, Run
+
+from tests.helpers import tick
+
+pytestmark = pytest.mark.django_db
+
+WATCHED_REAPER = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n"
+CHANGELIST = reverse("admin:runtime_proposal_changelist")
+
+
+@pytest.fixture
+def proposals(registry_files):
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    tick("2026-11-30T21:00:10Z")
+    tick("2026-11-30T22:00:10Z")
+    return list(Proposal.objects.order_by("id"))
+
+
+def test_pending_proposals_come_first(client, approver, proposals, registry_files):
+    from runtime.services.approval import reject_proposal
+    from tests.conftest import at
+
+    reject_proposal(proposals[1].pk, user=approver, now=at("2026-11-30T22:01:00Z"))
+    client.force_login(approver)
+    response = client.get(CHANGELIST)
+    assert response.status_code == 200
+    assert [p.pk for p in response.context["cl"].result_list] == [proposals[0].pk, proposals[1].pk]
+
+
+def test_approving_in_the_admin_shows_what_will_run_then_records_the_operator(client, approver, proposals):
+    client.force_login(approver)
+    target = proposals[1]
+    confirm = client.post(CHANGELIST, {"action": "approve_selected", "_selected_action": [target.pk]})
+    assert confirm.status_code == 200
+    body = confirm.content.decode()
+    assert "reaper.py" in body and "--apply" in body and "Yes, approve and run" in body
+    assert Run.objects.count() == 0
+    done = client.post(CHANGELIST, {"action": "approve_selected", "_selected_action": [target.pk], "confirm": "yes"})
+    assert done.status_code == 302
+    run = Run.objects.get()
+    assert (run.proposal_id, run.actor, run.approved_by.username) == (target.pk, "operator", "alice")
+    entry = JournalEntry.objects.get(action="proposal_approved")
+    assert (entry.actor, entry.actor_name, entry.data) == ("operator", "alice", {"via": "admin"})
+    assert Proposal.objects.get(pk=proposals[0].pk).status == "superseded"
+
+
+def test_rejecting_in_the_admin_records_the_note(client, approver, proposals):
+    client.force_login(approver)
+    client.post(CHANGELIST, {"action": "reject_selected", "_selected_action": [proposals[0].pk], "confirm": "yes", "note": "too soon"})
+    rejected = Proposal.objects.get(pk=proposals[0].pk)
+    assert (rejected.status, rejected.note, rejected.decided_by.username) == ("rejected", "too soon", "alice")
+    assert JournalEntry.objects.get(action="proposal_rejected").data == {"via": "admin", "note": "too soon"}
+
+
+def test_a_user_without_the_permission_cannot_approve(client, viewer, proposals):
+    client.force_login(viewer)
+    assert client.get(CHANGELIST).status_code == 200
+    response = client.post(CHANGELIST, {"action": "approve_selected", "_selected_action": [proposals[1].pk], "confirm": "yes"})
+    assert response.status_code in (200, 302)
+    assert Run.objects.count() == 0
+    assert set(Proposal.objects.values_list("status", flat=True)) == {"pending"}
+
+
+def test_outsiders_do_not_see_the_inbox(client, outsider, proposals):
+    client.force_login(outsider)
+    response = client.get(CHANGELIST)
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_machine_tables_are_read_only(client, approver, proposals):
+    client.force_login(approver)
+    entry = JournalEntry.objects.first()
+    for name in ("journalentry", "event", "run", "proposal"):
+        assert client.get(reverse(f"admin:runtime_{name}_add")).status_code == 403
+    page = client.get(reverse("admin:runtime_journalentry_change", args=[entry.pk]))
+    assert page.status_code == 200 and b'name="_save"' not in page.content
+    assert client.post(reverse("admin:runtime_journalentry_delete", args=[entry.pk]), {"post": "yes"}).status_code == 403
+    assert JournalEntry.objects.filter(pk=entry.pk).exists()
+
+
+def test_deciding_a_proposal_that_is_not_pending_says_so(client, approver, proposals):
+    client.force_login(approver)
+    client.post(CHANGELIST, {"action": "approve_selected", "_selected_action": [proposals[1].pk], "confirm": "yes"})
+    again = client.post(
+        CHANGELIST, {"action": "approve_selected", "_selected_action": [proposals[1].pk], "confirm": "yes"}, follow=True
+    )
+    assert "1 selected proposal(s) were not pending and were left alone." in again.content.decode()
+    assert Run.objects.count() == 1

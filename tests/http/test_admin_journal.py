@@ -1,0 +1,23 @@
+"""The journal in the admin, filtered by correlation: one chain's story, oldest first (DESIGN §9, §10)."""
+
+import pytest
+
+from runtime.models import Event, JournalEntry
+
+from tests.helpers import inject, step
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_admin_journal_filtered_by_correlation_shows_one_story_oldest_first(fake_agents, approver, client):
+    inject("op-1", "factory.work.requested", {"repo": "alpha"})
+    inject("op-2", "factory.work.requested", {"repo": "beta"})
+    step("2026-11-30T10:00:00Z")
+    step("2026-11-30T10:01:00Z")
+    client.force_login(approver)
+    page = client.get("/admin/runtime/journalentry/", {"event__correlation_id": "op-1"})
+    assert page.status_code == 200
+    shown = [entry.pk for entry in page.context["cl"].result_list]
+    assert shown == list(JournalEntry.objects.filter(event__correlation_id="op-1").order_by("id").values_list("id", flat=True))
+    event_page = client.get(f"/admin/runtime/event/{Event.objects.get(uid='op-1').pk}/change/")
+    assert "?event__correlation_id=op-1" in event_page.content.decode()

@@ -1,0 +1,102 @@
+"""``GET /schedules`` and ``GET /status``: auth, and the same data as the commands (DESIGN §10)."""
+
+import json
+from io import StringIO
+
+import pytest
+import time_machine
+from django.core.management import call_command
+
+from tests.conftest import at
+from tests.helpers import many_loops, tick
+
+pytestmark = pytest.mark.django_db
+
+TOKEN = "a-long-random-api-token"
+ROUTES = ["/schedules", "/status"]
+
+
+@pytest.fixture
+def token(settings):
+    settings.FACTORY_API_TOKEN = TOKEN
+    return TOKEN
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_anonymous_is_401(client, token, route):
+    response = client.get(route)
+    assert response.status_code == 401
+    assert response.json()["error"] == "not_authenticated"
+    assert response.json()["detail"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_the_token_is_200(client, token, route):
+    assert client.get(route, headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_wrong_token_is_401(client, token, route):
+    response = client.get(route, headers={"Authorization": "Bearer not-the-token"})
+    assert response.status_code == 401
+    assert response.json()["error"] == "authentication_failed"
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_an_unset_token_refuses_every_bearer(client, settings, route):
+    settings.FACTORY_API_TOKEN = ""
+    for header in ("Bearer ", "Bearer x", "Bearer"):
+        response = client.get(route, headers={"Authorization": header})
+        assert response.status_code == 401, header
+        assert set(response.json()) == {"error", "detail"}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_staff_session_is_200(client, viewer, route):
+    client.force_login(viewer)
+    assert client.get(route).status_code == 200
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_signed_in_non_staff_user_is_403(client, outsider, route):
+    client.force_login(outsider)
+    response = client.get(route)
+    assert response.status_code == 403
+    assert response.json()["error"] == "permission_denied"
+
+
+def test_schedules_answers_what_schedule_list_json_prints(client, token, registry_files):
+    tick("2026-11-30T21:07:00Z")
+    with time_machine.travel(at("2026-11-30T21:08:00Z"), tick=False):
+        response = client.get("/schedules", headers={"Authorization": f"Bearer {TOKEN}"})
+        out = StringIO()
+        call_command("schedule", "list", "--json", stdout=out)
+    assert response.json() == json.loads(out.getvalue())
+    assert [item["name"] for item in response.json()] == ["customer-digest", "heartbeat", "reaper"]
+
+
+def test_status_answers_what_doctor_prints(client, token, registry_files):
+    tick("2026-11-30T21:07:00Z")
+    with time_machine.travel(at("2026-11-30T21:08:00Z"), tick=False):
+        response = client.get("/status", headers={"Authorization": f"Bearer {TOKEN}"})
+        out = StringIO()
+        with pytest.raises(SystemExit):
+            call_command("doctor", stdout=out)
+    assert response.status_code == 200
+    assert response.json() == json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize("count", [1, 500])
+def test_get_schedules_costs_constant_queries(client, token, registry_files, django_assert_num_queries, count):
+    many_loops(registry_files, count)
+    with django_assert_num_queries(4):
+        response = client.get("/schedules", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert len(response.json()) == count
+
+
+@pytest.mark.parametrize("count", [1, 500])
+def test_get_status_costs_constant_queries(client, token, registry_files, django_assert_num_queries, count):
+    many_loops(registry_files, count)
+    with django_assert_num_queries(6):
+        response = client.get("/status", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.json()["runs"] == {"queued": 0, "running": 0}

@@ -1,0 +1,6 @@
+"""The tracked edges: a run that needs a human never chains (DESIGN §8)."""
+
+
+def test_the_tracked_edges_never_chain_failed_or_blocked(registry_files):
+    edges = registry_files.read("edges.json")
+    assert edges and not [e for e in edges if e["outcome"] in ("FAILED", "BLOCKED")]

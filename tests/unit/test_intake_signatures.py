@@ -1,0 +1,88 @@
+"""The signature functions on their own: published vectors, the window, the refusal codes (DESIGN §10, spec §13)."""
+
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from intake.signatures import SignatureRefused, verify_factory_signature, verify_github_signature
+from lib.signing import sign
+
+from tests.conftest import FIXTURES_DIR
+
+NOW = datetime(2026, 11, 30, 21, 0, 0, tzinfo=UTC)
+
+
+def refusal(check, *args, **kwargs) -> str:
+    with pytest.raises(SignatureRefused) as caught:
+        check(*args, **kwargs)
+    return caught.value.code
+
+
+@pytest.mark.parametrize("secret, body, expected", [
+    # GitHub Docs, "Validating webhook deliveries".
+    ("It's a Secret to Everybody", b"Hello, World!",
+     "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"),
+    # octokit/webhooks-methods.js tests.
+    ("mysecret", b'{"foo":"bar"}', "sha256=4864d2759938a15468b5df9ade20bf161da9b4f737ea61794142f3484236bda3"),
+])
+def test_published_test_vectors(secret, body, expected):
+    assert sign(secret, body) == expected
+    verify_github_signature(secret, signature_256=expected, signature_1=None, body=body)
+
+
+@pytest.mark.parametrize("name", ["pull_request.opened", "workflow_run.in_progress"])
+def test_captured_deliveries_verify_with_the_published_capture_secret(name):
+    capture = json.loads((FIXTURES_DIR / "github" / "signed" / f"{name}.capture.json").read_bytes())
+    body = base64.b64decode(capture["body_raw_base64"])
+    secret = "402786017574bd28f9d8f7a18648939751c47fe09077d56e10f0444f14fbb73b"
+    verify_github_signature(secret, signature_256=capture["headers"]["x-hub-signature-256"], signature_1=None, body=body)
+    assert refusal(
+        verify_github_signature, secret, signature_256=capture["headers"]["x-hub-signature-256"],
+        signature_1=None, body=body + b"\n",
+    ) == "bad_signature"
+
+
+def test_github_refusal_codes():
+    body = b"{}"
+    assert refusal(verify_github_signature, "", signature_256=sign("", body), signature_1=None, body=body) == "route_disabled"
+    assert refusal(verify_github_signature, "s", signature_256=None, signature_1=None, body=body) == "missing_signature"
+    assert refusal(verify_github_signature, "s", signature_256="", signature_1="sha1=00", body=body) == "legacy_signature_only"
+    assert refusal(verify_github_signature, "s", signature_256=sign("t", body), signature_1=None, body=body) == "bad_signature"
+    assert refusal(verify_github_signature, "s", signature_256="sha256=\u00e9\u20ac", signature_1=None, body=body) == "bad_signature"
+
+
+def test_factory_signature_covers_the_timestamp_and_the_body():
+    ts = str(int(NOW.timestamp()))
+    signature = sign("s", f"{ts}.".encode() + b"{}")
+    verify_factory_signature("s", timestamp=ts, signature=signature, body=b"{}", now=NOW)
+    assert refusal(verify_factory_signature, "s", timestamp=str(int(ts) + 1), signature=signature, body=b"{}",
+                   now=NOW) == "bad_signature"
+    assert refusal(verify_factory_signature, "s", timestamp=ts, signature=signature, body=b"{} ",
+                   now=NOW) == "bad_signature"
+
+
+@pytest.mark.parametrize("seconds, accepted", [(-301, False), (-300, True), (0, True), (300, True), (301, False)])
+def test_factory_timestamp_window_is_300_seconds_either_way(seconds, accepted):
+    ts = str(int((NOW + timedelta(seconds=seconds)).timestamp()))
+    signature = sign("s", f"{ts}.".encode())
+    if accepted:
+        verify_factory_signature("s", timestamp=ts, signature=signature, body=b"", now=NOW)
+    else:
+        assert refusal(verify_factory_signature, "s", timestamp=ts, signature=signature, body=b"",
+                       now=NOW) == "stale_timestamp"
+
+
+def test_factory_refusal_codes():
+    ts = str(int(NOW.timestamp()))
+    assert refusal(verify_factory_signature, "", timestamp=ts, signature="sha256=00", body=b"", now=NOW) == "route_disabled"
+    assert refusal(verify_factory_signature, "s", timestamp=None, signature="sha256=00", body=b"", now=NOW) == "missing_signature"
+    assert refusal(verify_factory_signature, "s", timestamp=ts, signature=None, body=b"", now=NOW) == "missing_signature"
+    assert refusal(verify_factory_signature, "s", timestamp="12e3", signature="sha256=00", body=b"", now=NOW) == "bad_timestamp"
+
+
+def test_stale_timestamp_is_only_told_to_a_holder_of_the_secret():
+    ts = str(int(NOW.timestamp()) - 3600)
+    assert refusal(verify_factory_signature, "s", timestamp=ts, signature=sign("t", f"{ts}.".encode()),
+                   body=b"", now=NOW) == "bad_signature"
