@@ -3,10 +3,10 @@ many loops at once, the keyed example's customers and a ship-apply request."""
 
 import time_machine
 
+from ops.slot_loop import iterate
 from runtime.models import ACTIVE_RUN_STATUSES, Door, Run, RunStatus
 from runtime.services.admission import admit_event
 from runtime.services.execution import work_one
-from ops.slot_loop import iterate
 
 from .conftest import at
 

@@ -143,7 +143,7 @@ def stop(process: subprocess.Popen, sig=signal.SIGTERM, timeout: float = 30) -> 
     except subprocess.TimeoutExpired:
         process.kill()
         output, _ = process.communicate()
-        raise AssertionError(f"process {process.args} did not stop within {timeout}s:\n{output}")
+        raise AssertionError(f"process {process.args} did not stop within {timeout}s:\n{output}") from None
     return process.returncode, output
 
 

@@ -1,4 +1,4 @@
-"""The agent and fake adapters on the worker's path: plan on stdin, scripted outcomes, time-outs (DESIGN §8)."""
+"""The agent and fake adapters on the worker's path: plan on stdin, scripted outcomes, time-outs (docs/design.md §8)."""
 
 import json
 import sys
@@ -8,7 +8,6 @@ import pytest
 
 from runtime.models import JournalEntry, Run
 from runtime.services.execution import work_one
-
 from tests.conftest import NO_HEARTBEAT, STAND_INS_DIR
 from tests.helpers import inject, tick, work_all
 

@@ -1,4 +1,4 @@
-"""``admit_event`` and ``inject`` (DESIGN §3, §10): one way in, dedup by eventId, the door decides."""
+"""``admit_event`` and ``inject`` (docs/design.md §3, §10): one way in, dedup by eventId, the door decides."""
 
 import io
 import json
@@ -7,9 +7,8 @@ import logging
 import pytest
 from django.core.management import call_command
 
-from runtime.services.admission import AdmissionRefused, admit_event
 from runtime.models import Door, Event, JournalEntry
-
+from runtime.services.admission import AdmissionRefused, admit_event
 from tests.conftest import at
 
 pytestmark = pytest.mark.django_db

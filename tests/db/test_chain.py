@@ -1,4 +1,4 @@
-"""The loop closing on itself: one injected event to a merged PR through chains (spec §12, §14; DESIGN §8).
+"""The loop closing on itself: one injected event to a merged PR through chains (docs/demo.md; docs/design.md §8).
 
 The tests drive the same chain the demo walks, with the fake adapter and no demo:
 admission, the slot loop (publication and planning), the worker, two approvals.
@@ -10,9 +10,8 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from runtime.services.approval import approve_proposal
 from runtime.models import Event, JournalEntry, OutboxEntry, Proposal, Run
-
+from runtime.services.approval import approve_proposal
 from tests.conftest import OUTCOMES, SHA, at
 from tests.helpers import inject, step
 

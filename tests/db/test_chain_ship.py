@@ -1,16 +1,16 @@
-"""Ship-apply is structurally human-only: nothing but a person can approve it (spec §12, §14; DESIGN §4, §7).
+"""Ship-apply is structurally human-only: nothing but a person can approve it (docs/demo.md; docs/design.md §4, §7).
 
 The registry's and the planner's side of the rule, without a database, are in ``unit/test_ship_apply_policy.py``.
 """
 
 import pytest
 
+from runtime.models import Door, Proposal, Run
 from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
-from runtime.models import Door, Proposal, Run
-
 from tests.conftest import at
-from tests.helpers import SHIP_PAYLOAD, SHIP_SHA as SHA, inject, step
+from tests.helpers import SHIP_PAYLOAD, inject, step
+from tests.helpers import SHIP_SHA as SHA
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The doctor: ``GET /status`` and ``manage.py doctor`` (DESIGN §11; spec §9)."""
+"""The doctor: ``GET /status`` and ``manage.py doctor`` (docs/design.md §11; docs/schedules.md)."""
 
 import json
 from io import StringIO
@@ -7,11 +7,10 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from runtime.registry import get_registry, store
 from ops.doctor import collect_status
-from schedules.models import ScheduleState
 from ops.slot_loop import iterate
-
+from runtime.registry import get_registry, store
+from schedules.models import ScheduleState
 from tests.conftest import at
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""``inject --github-event KIND --delivery ID FILE``: replaying a delivery through the same intake (spec §13).
+"""``inject --github-event KIND --delivery ID FILE``: replaying a delivery through the same intake (docs/intake.md).
 
 That a replay translates exactly like POST /github is ``http/test_intake_replay_parity.py``.
 """
@@ -11,7 +11,6 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from runtime.models import Event, JournalEntry
-
 from tests.github import GITHUB, REPOS_YAML, SECRET, inject
 
 pytestmark = pytest.mark.django_db

@@ -1,11 +1,10 @@
-"""The journal is append-only in the model, the queryset and the database (DESIGN §9)."""
+"""The journal is append-only in the model, the queryset and the database (docs/design.md §9)."""
 
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from runtime.services.journal import record
 from runtime.models import Actor, JournalEntry
-
+from runtime.services.journal import record
 from tests.conftest import at
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Keyed schedules set and cleared by events (issue 6; DESIGN §6; seed 000).
+"""Keyed schedules set and cleared by events (docs/design.md §6).
 
 The worked example: ``customer-digest``, set by ``customer.digest-time.chosen`` and
 cleared by ``customer.unsubscribed``; each customer's digest is its own run. How the
@@ -12,14 +12,15 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from runtime.models import Event, JournalEntry, Proposal
 from runtime.registry import get_registry
 from schedules.keyed import Row
 from schedules.models import KeyedSchedule
 from schedules.overview import schedules_overview
-
 from tests.conftest import at
 from tests.helpers import DIGEST_ON, choose, finish_active_runs, tick, unsubscribe
 

@@ -1,4 +1,4 @@
-"""The listing commands' ``--limit``: a whole number from 1 to 100000, else a usage error (DESIGN §10)."""
+"""The listing commands' ``--limit``: a whole number from 1 to 100000, else a usage error (docs/design.md §10)."""
 
 import pytest
 from django.core.management import call_command

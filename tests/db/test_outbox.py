@@ -1,13 +1,12 @@
-"""The outbox between a run's end and its chained events: crashes, refusals, broken pointers (DESIGN §8, §12)."""
+"""The outbox between a run's end and its chained events: crashes, refusals, broken pointers (docs/design.md §8, §12)."""
 
 from unittest import mock
 
 import pytest
 
+from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
 from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
-from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
-
 from tests.conftest import at
 from tests.helpers import inject, step
 

@@ -1,15 +1,14 @@
-"""Planning and approval (DESIGN §7; spec §5, §6, §10 exit criteria 2 and 3)."""
+"""Planning and approval (docs/design.md §7; spec §5, §6, §10 exit criteria 2 and 3)."""
 
 import json
 
 import pytest
 from django.core.management import call_command
 
+from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.services.admission import admit_event
 from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
-from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.services.planning import plan_pending
-
 from tests.conftest import at
 from tests.helpers import finish_active_runs, tick
 

@@ -1,9 +1,9 @@
-"""Repo loops tick like any loop: one repo's work and merge loops on the same slot boundary (spec §12, §14)."""
+"""Repo loops tick like any loop: one repo's work and merge loops on the same slot boundary (docs/design.md §4; docs/demo.md)."""
 
 import pytest
 
-from runtime.models import Event, Proposal, ProposalStatus, Run
 from ops.slot_loop import iterate
+from runtime.models import Event, Proposal, ProposalStatus, Run
 from tests.conftest import at
 
 

@@ -1,4 +1,4 @@
-"""Runs through the command adapter: contract, failures, time-outs, leases (DESIGN §8)."""
+"""Runs through the command adapter: contract, failures, time-outs, leases (docs/design.md §8)."""
 
 import json
 import os
@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from runtime.services.admission import admit_event
 from runtime.models import Door, JournalEntry, Run
-from runtime.services.planning import plan_pending
 from runtime.registry import store
-from runtime.services.runs import claim_next_run, expire_leases
+from runtime.services.admission import admit_event
 from runtime.services.execution import work_one
-
+from runtime.services.planning import plan_pending
+from runtime.services.runs import claim_next_run, expire_leases
 from tests.conftest import at
 
 pytestmark = pytest.mark.django_db

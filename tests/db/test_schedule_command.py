@@ -1,4 +1,4 @@
-"""``manage.py schedule``: list, show, next, tick (DESIGN §5, §10)."""
+"""``manage.py schedule``: list, show, next, tick (docs/design.md §5, §10)."""
 
 import json
 from io import StringIO
@@ -10,7 +10,6 @@ from django.core.management.base import CommandError
 
 from runtime.models import Event
 from schedules.models import ScheduleState, SlotLoopStatus
-
 from tests.conftest import at
 from tests.helpers import many_loops, tick
 

@@ -1,13 +1,12 @@
-"""Silence is the failure a scheduler must never have (spec §9; issue 4 items 3 and 5)."""
+"""Silence is the failure a scheduler must never have (docs/design.md §11; docs/schedules.md)."""
 
 import pytest
 
+from ops.doctor import collect_status
+from ops.slot_loop import iterate
 from runtime.models import Event, Proposal, ProposalStatus, Run
 from runtime.registry import get_registry
-from ops.doctor import collect_status
 from schedules.overview import schedules_overview
-from ops.slot_loop import iterate
-
 from tests.conftest import at
 
 pytestmark = pytest.mark.django_db

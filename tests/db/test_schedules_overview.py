@@ -1,4 +1,4 @@
-"""The schedule view behind ``GET /schedules`` and ``schedule list`` (issue 4; DESIGN §10)."""
+"""The schedule view behind ``GET /schedules`` and ``schedule list`` (docs/design.md §10; docs/schedules.md)."""
 
 import pytest
 
@@ -6,7 +6,6 @@ from runtime.models import Run, RunStatus
 from runtime.registry import get_registry
 from schedules.models import ScheduleState
 from schedules.overview import expected_by, next_slot_due, next_slots, recent_ticks, schedules_overview
-
 from tests.conftest import at
 from tests.helpers import finish_active_runs, many_loops, tick
 

@@ -1,11 +1,10 @@
-"""Tick emission through the slot loop (DESIGN §5; spec §3, §4, §10 exit criteria 1 and 4)."""
+"""Tick emission through the slot loop (docs/design.md §5; spec §3, §4, §10 exit criteria 1 and 4)."""
 
 import pytest
 from django.test import override_settings
 
 from runtime.models import Event, Run
 from schedules.models import ScheduleState
-
 from tests.helpers import finish_active_runs, tick
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Time-of-day loops through the slot loop, the views, ``schedule next`` and the doctor (issue 6; DESIGN §6).
+"""Time-of-day loops through the slot loop, the views, ``schedule next`` and the doctor (docs/design.md §6).
 
 Europe/Budapest 02:30 across 2026-03-29 (the gap: 02:00 → 03:00 CEST at 01:00Z) and
 2026-10-25 (the repeat: 03:00 CEST → 02:00 CET at 01:00Z); Asia/Kolkata (+05:30, no DST).
@@ -14,9 +14,9 @@ from django.core.management import call_command
 from runtime.models import Event
 from runtime.registry import get_registry
 from schedules.overview import expected_by, schedules_overview
-
 from tests.conftest import at
-from tests.helpers import finish_active_runs, nightly_overlay as overlay, tick
+from tests.helpers import finish_active_runs, tick
+from tests.helpers import nightly_overlay as overlay
 
 
 def budapest(catch_up: str = "none", singleton: bool = True) -> str:

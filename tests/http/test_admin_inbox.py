@@ -1,10 +1,9 @@
-"""The inbox in the Django admin (DESIGN §10): pending first, confirmed decisions, read-only machine tables."""
+"""The inbox in the Django admin (docs/design.md §10): pending first, confirmed decisions, read-only machine tables."""
 
 import pytest
 from django.urls import reverse
 
 from runtime.models import JournalEntry, Proposal, Run
-
 from tests.helpers import tick
 
 pytestmark = pytest.mark.django_db

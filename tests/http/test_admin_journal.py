@@ -1,9 +1,8 @@
-"""The journal in the admin, filtered by correlation: one chain's story, oldest first (DESIGN §9, §10)."""
+"""The journal in the admin, filtered by correlation: one chain's story, oldest first (docs/design.md §9, §10)."""
 
 import pytest
 
 from runtime.models import Event, JournalEntry
-
 from tests.helpers import inject, step
 
 pytestmark = pytest.mark.django_db

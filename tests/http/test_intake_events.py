@@ -1,4 +1,4 @@
-"""POST /events: signed factory envelopes, every row of DESIGN §10 and issue 3.
+"""POST /events: signed factory envelopes, every row of docs/design.md §10 and docs/intake.md.
 
 The clock is frozen (``time_machine``) so the ±300 s window is tested to the second.
 """

@@ -1,4 +1,4 @@
-"""POST /github: GitHub deliveries as published, translated by spec §13 and issue 3.
+"""POST /github: GitHub deliveries as published, translated as docs/intake.md tables it.
 
 Bodies are read byte for byte from ``../shared/fixtures/github`` and signed here with a
 test secret (the ``signed/`` captures carry GitHub's own signature). Variants that GitHub
@@ -17,7 +17,6 @@ from django.test import Client
 from intake.bodies import GITHUB_MAX_BODY_BYTES
 from lib.signing import sign
 from runtime.models import Event, JournalEntry
-
 from tests.github import GITHUB, REPOS_YAML, SECRET, ignored, post
 
 #: The test secret Cogni-DAO/cogni-git-review publishes for its captures (fixtures README).

@@ -1,15 +1,16 @@
-"""Property: no byte string sent to either door is a 5xx, and nothing unsigned is written (DESIGN §12)."""
+"""Property: no byte string sent to either door is a 5xx, and nothing unsigned is written (docs/design.md §12)."""
 
 import json
 import time
 
 import pytest
 from django.test import Client
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from lib.signing import sign
 from runtime.models import Event, JournalEntry
-
 from tests.github import GITHUB, REPOS_YAML
 
 EVENTS_SECRET = "events-property-secret"

@@ -1,9 +1,8 @@
-"""``inject --github-event KIND --delivery ID FILE``: replay parity with POST /github (spec §13)."""
+"""``inject --github-event KIND --delivery ID FILE``: replay parity with POST /github (docs/intake.md)."""
 
 import pytest
 
 from runtime.models import Event
-
 from tests.github import GITHUB, REPOS_YAML, SECRET, ignored, inject, post
 
 pytestmark = pytest.mark.django_db

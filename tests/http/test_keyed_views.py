@@ -1,4 +1,4 @@
-"""A keyed loop as ``schedule show``, ``schedule next`` and GET /schedules tell it: its keys, the soonest due (issue 6)."""
+"""A keyed loop as ``schedule show``, ``schedule next`` and GET /schedules tell it: its keys, the soonest due (docs/design.md §6)."""
 
 import json
 from io import StringIO
@@ -8,7 +8,6 @@ from django.core.management import call_command
 
 from runtime.registry import get_registry
 from schedules.overview import schedules_overview
-
 from tests.conftest import at
 from tests.helpers import DIGEST_ON, choose, tick
 

@@ -1,4 +1,4 @@
-"""``GET /schedules`` and ``GET /status``: auth, and the same data as the commands (DESIGN §10)."""
+"""``GET /schedules`` and ``GET /status``: auth, and the same data as the commands (docs/design.md §10)."""
 
 import json
 from io import StringIO

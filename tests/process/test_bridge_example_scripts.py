@@ -1,4 +1,4 @@
-"""The gate, dry and maintenance scripts bundled in the example factory root (issue 7, spec §15)."""
+"""The gate, dry and maintenance scripts bundled in the example factory root (docs/host-clock.md)."""
 
 import json
 import shutil

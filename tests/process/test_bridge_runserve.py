@@ -1,4 +1,4 @@
-"""The host clock bridge against a real ``runserve`` on loopback (issue 7, spec §10 criterion 5, §15).
+"""The host clock bridge against a real ``runserve`` on loopback (docs/host-clock.md).
 
 Each test runs a runtime in its own database (``ProcessRuntime``), serves it with
 ``runserve`` (slot loop on, so events are planned; no run workers) and runs

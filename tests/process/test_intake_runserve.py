@@ -1,4 +1,4 @@
-"""Both doors answer from a real ``runserve`` (gunicorn) as from the test client (issue 3, "Done when").
+"""Both doors answer from a real ``runserve`` (gunicorn) as from the test client.
 
 The server runs in its own process on a free loopback port, against its own SQLite file
 migrated first, and is stopped with SIGTERM within a bounded time.
@@ -19,7 +19,6 @@ import uuid
 import pytest
 
 from lib.signing import sign
-
 from tests.conftest import PROJECT_DIR
 from tests.github import GITHUB, REPOS_YAML
 

@@ -1,4 +1,4 @@
-"""Settings read from the environment, each in a fresh process (STYLE 12).
+"""Settings read from the environment, each in a fresh process.
 
 The start-up checks on them are ``unit/test_settings_checks.py``.
 """

@@ -1,4 +1,4 @@
-"""A stand-in for an external CLI agent (the agent adapter's tests, DESIGN §8).
+"""A stand-in for an external CLI agent (the agent adapter's tests, docs/design.md §8).
 
 Reads the plan from stdin, keeps a copy as ``plan.json`` in its run directory (the
 working directory the adapter gives it), and answers by ``factory.command-result/v1``

@@ -1,4 +1,4 @@
-"""``bridge run JOB`` and ``emit_event`` up to the POST: gate, dry, slots, failures (issue 7, spec §15).
+"""``bridge run JOB`` and ``emit_event`` up to the POST: gate, dry, slots, failures (docs/host-clock.md).
 
 The tests that need a serve process answering are in ``test_bridge_runserve.py``; here the
 serve is absent (a free loopback port nobody listens on), which is itself a case to test.
@@ -20,7 +20,6 @@ from schedules.bridge import (
     calendar_slot,
     job_slot,
 )
-
 from tests.conftest import at
 from tests.processes import free_port
 

@@ -1,11 +1,10 @@
-"""The host-clock registry: the overlay's ``jobs:`` mapping, validated fail closed at load (issue 7, spec §15)."""
+"""The host-clock registry: the overlay's ``jobs:`` mapping, validated fail closed at load (docs/host-clock.md)."""
 
 from pathlib import Path
 
 import pytest
 
 from runtime.registry import RegistryInvalid, get_registry
-
 from tests.conftest import PROJECT_DIR
 
 EXAMPLE = PROJECT_DIR / "config" / "factory-clocks.example.yaml"

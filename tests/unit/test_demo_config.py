@@ -1,4 +1,4 @@
-"""The demo's configuration loads over the kernel registry and scripts only registered definitions (DESIGN §8)."""
+"""The demo's configuration loads over the kernel registry and scripts only registered definitions (docs/design.md §8)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""The tracked edges: a run that needs a human never chains (DESIGN §8)."""
+"""The tracked edges: a run that needs a human never chains (docs/design.md §8)."""
 
 
 def test_the_tracked_edges_never_chain_failed_or_blocked(registry_files):

@@ -1,4 +1,4 @@
-"""``render_host_timers``: launchd plists and systemd units for the enabled bridge jobs (issue 7, spec §15)."""
+"""``render_host_timers``: launchd plists and systemd units for the enabled bridge jobs (docs/host-clock.md)."""
 
 import io
 import plistlib

@@ -1,4 +1,4 @@
-"""The signature functions on their own: published vectors, the window, the refusal codes (DESIGN §10, spec §13)."""
+"""The signature functions on their own: published vectors, the window, the refusal codes (docs/design.md §10; docs/intake.md)."""
 
 import base64
 import json
@@ -8,7 +8,6 @@ import pytest
 
 from intake.signatures import SignatureRefused, verify_factory_signature, verify_github_signature
 from lib.signing import sign
-
 from tests.conftest import FIXTURES_DIR
 
 NOW = datetime(2026, 11, 30, 21, 0, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""JSON Pointer, the edges' way into a run's input and output: RFC 6901 to the letter (DESIGN §4)."""
+"""JSON Pointer, the edges' way into a run's input and output: RFC 6901 to the letter (docs/design.md §4)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""A keyed declaration that cannot work is a load error (issue 6; DESIGN §6)."""
+"""A keyed declaration that cannot work is a load error (docs/design.md §6)."""
 
 import pytest
 

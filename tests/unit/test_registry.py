@@ -1,4 +1,4 @@
-"""Registry validation, fail closed, each rule with its exact error (DESIGN §4)."""
+"""Registry validation, fail closed, each rule with its exact error (docs/design.md §4)."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Repo loops: ``repoLoops`` templates expanded per repo of ``config/repos.yaml`` (spec §12, DESIGN §4).
+"""Repo loops: ``repoLoops`` templates expanded per repo of ``config/repos.yaml`` (docs/design.md §4).
 
 Their ticks are ``db/test_repo_loop_ticks.py``.
 """
@@ -30,7 +30,7 @@ def test_expanded_loops_follow_their_template(repos):
     work, merge, ship = loops["work-hello"], loops["merge-hello"], loops["ship-hello"]
     assert (work.every, work.event_type, work.enabled, work.approval) == ("30m", "factory.work.requested", False, "watched")
     assert (ship.every, ship.event_type, ship.enabled, ship.approval) == ("7d", "factory.ship.requested", False, "watched")
-    # The merge-loop exception (spec §14): enabled, auto — it approves only the read-only scan.
+    # The merge-loop exception (docs/demo.md): enabled, auto — it approves only the read-only scan.
     assert (merge.every, merge.event_type, merge.enabled, merge.approval) == ("30m", "factory.merge.requested", True, "auto")
     for loop in (work, merge, ship):
         assert (loop.singleton, loop.catch_up, loop.source, loop.overrides) == (True, "none", "repos", ())

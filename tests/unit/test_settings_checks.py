@@ -1,4 +1,4 @@
-"""The start-up checks on the settings read from the environment (STYLE 12)."""
+"""The start-up checks on the settings read from the environment."""
 
 import pytest
 from django.core.management import call_command

@@ -1,11 +1,10 @@
-"""Ship-apply stays human-only in the registry and in the planner, whatever a door or a loop says (spec §12, §14; DESIGN §4, §7)."""
+"""Ship-apply stays human-only in the registry and in the planner, whatever a door or a loop says (docs/demo.md; docs/design.md §4, §7)."""
 
 import pytest
 
 from runtime.models import Door, Event
 from runtime.registry import RegistryInvalid, get_registry
 from runtime.services.planning import approval_policy
-
 from tests.helpers import SHIP_PAYLOAD
 
 

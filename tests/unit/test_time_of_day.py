@@ -1,4 +1,4 @@
-"""Time-of-day loops: wall-clock slots in an explicit IANA zone (issue 6; DESIGN §6).
+"""Time-of-day loops: wall-clock slots in an explicit IANA zone (docs/design.md §6).
 
 Europe/Budapest 02:30 across 2026-03-29 (the gap: 02:00 → 03:00 CEST at 01:00Z) and
 2026-10-25 (the repeat: 03:00 CEST → 02:00 CET at 01:00Z); Asia/Kolkata (+05:30, no DST).
@@ -7,10 +7,9 @@ The slot loop, the views and the doctor over such loops are ``db/test_time_of_da
 
 import pytest
 
-from runtime.registry import RegistryInvalid, load_registry
 from lib.calendar import time_of_day, wall_instant
 from lib.slots import DueSlot, due_slots
-
+from runtime.registry import RegistryInvalid, load_registry
 from tests.conftest import at
 from tests.helpers import nightly_overlay as overlay
 
