@@ -23,9 +23,20 @@ MANAGE = str(PROJECT_DIR / "manage.py")
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port nobody listens on now, from this xdist worker's share of them.
+
+    The kernel hands out free ports at random, and a port is free again from the moment
+    this socket closes until a server binds it: two workers must never be handed the
+    same one meanwhile, so worker ``i`` of ``n`` takes only ports with ``port // 2 % n == i``.
+    """
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port // 2 % workers == worker:
+            return port
 
 
 class ProcessRuntime:

@@ -21,6 +21,7 @@ import pytest
 from lib.signing import sign
 from tests.conftest import PROJECT_DIR
 from tests.github import GITHUB, REPOS_YAML
+from tests.processes import free_port
 
 pytestmark = pytest.mark.process
 
@@ -29,12 +30,6 @@ EVENTS_SECRET = "events-process-secret"
 GITHUB_SECRET = "github-process-secret"
 START_TIMEOUT_SECONDS = 40
 STOP_TIMEOUT_SECONDS = 30
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def send(url: str, body: bytes, headers: dict) -> tuple[int, dict]:
