@@ -1,11 +1,7 @@
 """``manage.py schedule`` as text: the tables and listings its ``--json`` documents render to
 (docs/schedules.md shows them). Pure functions of those documents."""
 
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in [headers, *rows]]
-    return "\n".join(lines)
+from lib.text_table import format_table
 
 
 def _outcome_text(outcome: dict | None) -> str:
@@ -34,7 +30,7 @@ def list_text(items: list[dict]) -> str:
         item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item["lastOutcome"]),
         str(item["pendingProposals"]), "STOPPED" if item["stopped"] else "-",
     ] for item in items]
-    return _table(headers, rows)
+    return format_table(headers, rows)
 
 def show_text(document: dict) -> str:
     fields = [
@@ -70,13 +66,13 @@ def show_text(document: dict) -> str:
         f"{t['run']['id']} {t['run']['status']}" if t["run"] else "-",
     ] for t in document["ticks"]]
     if document.get("dueKeys"):
-        lines += ["", "next due:", _table(
+        lines += ["", "next due:", format_table(
             ["KEY", "NEXT DUE", "RULE", "LAST SLOT", "SET BY"],
             [[d["key"], d["nextDue"], d["rule"], d["lastSlot"] or "never", d["setBy"]] for d in document["dueKeys"]],
         )]
     lines += ["", "last ticks:" if rows else "no ticks yet"]
     if rows:
-        lines.append(_table(["SLOT", "ADMITTED AT", "SKIPPED", "OUTCOME", "PROPOSAL", "RUN"], rows))
+        lines.append(format_table(["SLOT", "ADMITTED AT", "SKIPPED", "OUTCOME", "PROPOSAL", "RUN"], rows))
     return "\n".join(lines)
 
 def next_text(document: dict) -> str:

@@ -5,6 +5,8 @@ import json
 
 from django.core.management.base import BaseCommand
 
+from lib.text_table import format_table
+
 MAX_LIMIT = 100_000
 
 
@@ -50,10 +52,7 @@ class ListingCommand(BaseCommand):
             self.stdout.write("(none)")
             return
         rows = [[self.cell(item, column) for column in self.columns] for item in items]
-        widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(self.columns)]
-        self.stdout.write("  ".join(c.ljust(w) for c, w in zip(self.columns, widths, strict=True)).rstrip())
-        for row in rows:
-            self.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        self.stdout.write(format_table(list(self.columns), rows))
 
     @staticmethod
     def cell(item: dict, column: str) -> str:

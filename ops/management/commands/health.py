@@ -35,7 +35,7 @@ class Command(BaseCommand):
             data["slotLoopAgeSeconds"] = status["loop"]["ageSeconds"]
             data["anomalies"] = status["anomalies"]
             if status["registryInvalid"] or status["registryDigest"] is None:
-                problems.append(f"registry invalid ({len(status['registryInvalid'])} errors)")
+                problems.append(f"registry invalid ({len(status['registryInvalid'])} error(s))")
             if not status["loop"]["turning"]:
                 problems.append("the slot loop is not turning")
         except DatabaseError as exc:
