@@ -1,6 +1,7 @@
 """JSON text: strict decoding of what arrives, canonical encoding of what is compared or hashed."""
 
 import json
+import math
 
 from .refusals import Refused
 
@@ -20,6 +21,15 @@ class InvalidJson(Refused):
 
 def _refuse_constant(name: str):
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; one too large for a double (``1e400``) is refused, not read as
+    infinity, which neither JSON nor PostgreSQL's jsonb can store."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text} is too large for a 64-bit float")
+    return value
 
 
 def _depth(document) -> int:
@@ -48,12 +58,12 @@ def decode_json(raw: bytes | str):
     """Parse strict JSON text (UTF-8 bytes or str) into Python values.
 
     Raises ``InvalidJson`` (code ``invalid_json``, status 422): bytes that are not UTF-8, text that
-    is not JSON, a key twice in one object, ``NaN``/``Infinity`` (Python accepts them, JSON and PostgreSQL do not),
+    is not JSON, a key twice in one object, ``NaN``/``Infinity`` or a number beyond a double (``1e400``) (Python accepts them, JSON and PostgreSQL do not),
     integers too long to convert, nesting deeper than ``MAX_JSON_DEPTH``.
     """
     try:
         text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
-        document = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicate_keys)
+        document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_refuse_duplicate_keys)
     except UnicodeDecodeError as exc:
         raise InvalidJson(f"the body is not UTF-8: {exc.reason} at byte {exc.start}") from None
     except RecursionError:

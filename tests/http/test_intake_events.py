@@ -225,6 +225,14 @@ def test_signed_body_that_is_not_json_is_invalid_json(body):
     assert Event.objects.count() == 0
 
 
+def test_a_signed_envelope_with_a_number_beyond_a_double_is_invalid_json_not_a_500():
+    body = body_of(envelope(payload={"repo": "factory", "size": 0})).replace(b'"size": 0', b'"size": 1e400')
+    response = post(body)
+    assert codes_of(response) == (422, ["invalid_json"])
+    assert response.json()["errors"][0]["detail"] == "the body is not JSON: the number 1e400 is too large for a 64-bit float"
+    assert Event.objects.count() == 0
+
+
 @pytest.mark.parametrize("document, code", [
     ([], "invalid_envelope"),
     ("text", "invalid_envelope"),
