@@ -18,6 +18,7 @@ from .fold import fold
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class RebuildReport:
     loop: str

@@ -122,6 +122,23 @@ def test_deciding_needs_the_permission_and_a_pending_proposal(registry_files, ap
     assert Run.objects.count() == 0
 
 
+def test_each_refused_decision_carries_the_http_status_an_api_answers_it_with(registry_files, approver, viewer):
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    tick("2026-11-30T21:00:10Z")
+    proposal = Proposal.objects.get()
+    refusals = []
+    for proposal_id, user in ((proposal.pk, viewer), (999, approver)):
+        with pytest.raises(ApprovalRefused) as refused:
+            approve_proposal(proposal_id, user=user, now=at("2026-11-30T21:01:00Z"))
+        refusals.append((refused.value.code, refused.value.status))
+    reject_proposal(proposal.pk, user=approver, now=at("2026-11-30T21:02:00Z"))
+    with pytest.raises(ApprovalRefused) as refused:
+        reject_proposal(proposal.pk, user=approver, now=at("2026-11-30T21:03:00Z"))
+    refusals.append((refused.value.code, refused.value.status))
+    assert refusals == [("permission_denied", 403), ("not_found", 404), ("not_pending", 409)]
+    assert str(refused.value) == f"not_pending: proposal {proposal.pk} is rejected, not pending"
+
+
 def test_catch_up_all_proposals_are_not_superseded(registry_files, approver):
     registry_files.write_config(
         "schedule.yaml",
