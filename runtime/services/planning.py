@@ -14,8 +14,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from jsonschema import Draft202012Validator
 
+from lib.json_schema import Validator
 from lib.refusals import Refused
 from runtime.models import (
     ACTIVE_RUN_STATUSES,
@@ -199,7 +199,7 @@ def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
     if event.is_tick and loop is None:
         return _finish(event, PlanningOutcome.REFUSED, "unknown_loop", now, {"loop": event.loop})
     if definition.input_schema is not None:
-        errors = [e.message for e in Draft202012Validator(definition.input_schema).iter_errors(event.payload)]
+        errors = [e.message for e in Validator(definition.input_schema).iter_errors(event.payload)]
         if errors:
             return _finish(event, PlanningOutcome.REFUSED, "input_schema_violation", now, {"errors": errors[:10]})
     key = idempotency_key(event)
