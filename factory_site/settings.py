@@ -158,3 +158,7 @@ FACTORY_AGENT_COMMAND = env.str("FACTORY_AGENT_COMMAND", default="")
 FACTORY_FAKE_AGENTS = env.bool("FACTORY_FAKE_AGENTS", default=False)
 FACTORY_OPERATOR_USERNAME = env.str("FACTORY_OPERATOR_USERNAME", default="operator")
 FACTORY_OPERATOR_PASSWORD = env.str("FACTORY_OPERATOR_PASSWORD", default="")
+# Tests only (tests/conftest.py): lets ``flush`` reset a test database, journal included,
+# through the journal guard's one door (runtime/management/commands/flush.py). Never read
+# from the environment: no deployment can switch it on.
+FACTORY_FLUSH_EMPTIES_JOURNAL = False
