@@ -4,6 +4,7 @@ the place before a final newline (docs/design.md §4)."""
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 
 from lib.cadence import MAX_CADENCE_SECONDS, CadenceError, CadenceTooLong, parse_every
 from lib.json_schema import Validator, python_pattern
@@ -86,3 +87,9 @@ def test_pattern_and_pattern_properties_never_match_before_a_final_newline(text,
     assert Validator(schema).is_valid({"repo": text}) is valid
     assert Validator(schema).is_valid({"x\n": "not an integer"}) is True
     assert Validator(schema).is_valid({"x": "not an integer"}) is False
+
+
+def test_a_read_deadline_under_a_second_fails_the_system_check(settings):
+    settings.FACTORY_HTTP_READ_SECONDS = 0.5
+    with pytest.raises(SystemCheckError, match=r"runtime.E003.*FACTORY_HTTP_READ_SECONDS=0.5 is below 1"):
+        call_command("check")
