@@ -46,6 +46,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: every answer, and every log line written while serving it, carries the id.
+    "factory_site.requests.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -125,7 +127,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {
+            "()": "factory_site.requests.RequestIdLogFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("FACTORY_LOG_LEVEL", default="INFO")},
@@ -144,9 +149,16 @@ FACTORY_CATCHUP_LIMIT = env.int("FACTORY_CATCHUP_LIMIT", default=1000)
 FACTORY_PILEUP_THRESHOLD = env.int("FACTORY_PILEUP_THRESHOLD", default=3)
 FACTORY_LEASE_SECONDS = env.int("FACTORY_LEASE_SECONDS", default=60)
 FACTORY_STDOUT_CAP_BYTES = env.int("FACTORY_STDOUT_CAP_BYTES", default=1024 * 1024)
+#: How long a request's head and body may take to arrive, in seconds, before gunicorn drops
+#: it (docs/design.md §10: a slow client cannot hold a thread).
+FACTORY_HTTP_READ_SECONDS = env.float("FACTORY_HTTP_READ_SECONDS", default=5.0)
 FACTORY_SERVE_URL = env.str("FACTORY_SERVE_URL", default="http://127.0.0.1:7522")
 FACTORY_AGENT_COMMAND = env.str("FACTORY_AGENT_COMMAND", default="")
 # The demo and tests: plan every agent definition with the fake adapter (docs/design.md §8).
 FACTORY_FAKE_AGENTS = env.bool("FACTORY_FAKE_AGENTS", default=False)
 FACTORY_OPERATOR_USERNAME = env.str("FACTORY_OPERATOR_USERNAME", default="operator")
 FACTORY_OPERATOR_PASSWORD = env.str("FACTORY_OPERATOR_PASSWORD", default="")
+# Tests only (tests/conftest.py): lets ``flush`` reset a test database, journal included,
+# through the journal guard's one door (runtime/management/commands/flush.py). Never read
+# from the environment: no deployment can switch it on.
+FACTORY_FLUSH_EMPTIES_JOURNAL = False

@@ -7,6 +7,10 @@ admin.site.site_header = "Factory event runtime"
 admin.site.site_title = "Factory runtime"
 admin.site.index_title = "Inbox"
 
+#: The API routes answer JSON here too; other routes keep Django's pages (factory_site.requests).
+handler400 = "factory_site.requests.bad_request"
+handler500 = "factory_site.requests.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("intake.urls")),

@@ -5,14 +5,14 @@ The intake doors read the body themselves from the request stream, never through
 Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` check on ``request.body`` would answer 400 for a
 large delivery instead of our 413 (or refuse a 20 MB GitHub delivery we must take).
 
-Every refusal raises a ``Refused`` with its HTTP status: ``BodyRefused`` (413, 415, 422
-``malformed_payload``) or ``lib.json_text.InvalidJson`` (422); 413 and 415 are answered
+Every refusal raises a ``Refused`` with its HTTP status: ``BodyRefused`` (408, 413, 415, 422
+``malformed_payload``) or ``lib.json_text.InvalidJson`` (422); 408, 413 and 415 are answered
 ``{error, detail}``, 422 ``{errors: [{code, detail}]}``.
 """
 
 from urllib.parse import parse_qs
 
-from django.http import HttpRequest
+from django.http import HttpRequest, UnreadablePostError
 
 from lib.json_text import decode_json
 from lib.refusals import Refused
@@ -34,7 +34,9 @@ class BodyRefused(Refused):
 
 
 def read_body(request: HttpRequest, limit: int) -> bytes:
-    """The raw body of ``request``, at most ``limit`` bytes; raises ``BodyRefused(413)`` beyond.
+    """The raw body of ``request``, at most ``limit`` bytes; raises ``BodyRefused(413)`` beyond,
+    and ``BodyRefused(408)`` ``request_timeout`` when the body does not arrive within the
+    server's read deadline (``FACTORY_HTTP_READ_SECONDS``, docs/design.md §10).
 
     A declared ``Content-Length`` over the limit is refused before a byte is read; otherwise
     at most ``limit + 1`` bytes are read from the stream, so a body that is longer than it
@@ -46,7 +48,16 @@ def read_body(request: HttpRequest, limit: int) -> bytes:
         declared = 0
     if declared > limit:
         raise BodyRefused(413, "payload_too_large", f"the body is {declared} bytes; this route takes at most {limit}")
-    body = request.read(limit + 1)
+    try:
+        body = request.read(limit + 1)
+    except UnreadablePostError as exc:
+        # Django wraps the read's error; a TimeoutError is the server's read deadline
+        # (factory_site.http_worker): a slow client is dropped. Anything else is a fault.
+        if not isinstance(exc.__cause__, TimeoutError):
+            raise
+        raise BodyRefused(
+            408, "request_timeout", "the body did not arrive within the server's read time-out; send it again"
+        ) from None
     if len(body) > limit:
         raise BodyRefused(413, "payload_too_large", f"the body is over {limit} bytes; this route takes at most {limit}")
     return body

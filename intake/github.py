@@ -188,7 +188,7 @@ def _workflow_run(delivery_id: str, payload: dict, repos: tuple[Repo, ...], now:
         }])
     number = _field(targeting[0], "number", kind=int)
     head_sha = _field(run, "head_sha", kind=str)
-    if number < 1 or not HEAD_SHA_PATTERN.match(head_sha):
+    if number < 1 or not HEAD_SHA_PATTERN.fullmatch(head_sha):
         raise _BadShape("the pull request number or workflow_run.head_sha is not well-formed")
     event_id = f"merge-pr:{repo.name}:{number}:{head_sha}"
     return Translated(_envelope(
@@ -208,7 +208,7 @@ def translate_delivery(
     The delivery id is required of every delivery — GitHub always sends one, so its
     absence means a proxy or a hand-made request and is worth a failure even for a ping.
     """
-    if not delivery_id or not DELIVERY_ID_PATTERN.match(delivery_id):
+    if not delivery_id or not DELIVERY_ID_PATTERN.fullmatch(delivery_id):
         return Malformed([{
             "code": "missing_delivery_id",
             "detail": "X-GitHub-Delivery is required: 1–200 printable characters without spaces",

@@ -55,7 +55,7 @@ def verify_factory_signature(
             "missing_signature", "X-Factory-Timestamp and X-Factory-Signature (sha256=<hex>) are both required"
         )
     timestamp = timestamp.strip()
-    if not TIMESTAMP_PATTERN.match(timestamp):
+    if not TIMESTAMP_PATTERN.fullmatch(timestamp):
         raise SignatureRefused("bad_timestamp", "X-Factory-Timestamp must be unix seconds (digits only)")
     _check(secret, timestamp.encode("ascii") + b"." + body, signature)
     skew = int(timestamp) - int(now.timestamp())

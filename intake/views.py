@@ -8,7 +8,8 @@ They are CSRF-exempt (``APIView.as_view`` wraps them) and use no session or logi
 authentication. The client's ``Accept`` header is ignored: the answer is always JSON.
 
 Statuses: 202 admitted, 200 duplicate or ignored, 401 ``{error, detail}`` not authentic,
-413/415 ``{error, detail}``, 422 ``{errors: [{code, detail}]}``.
+405/408/413/415 ``{error, detail}``, 422 ``{errors: [{code, detail}]}``; a 500 is
+``factory_site.requests.server_error``'s JSON.
 """
 
 from django.conf import settings
@@ -76,13 +77,16 @@ class IntakeView(APIView):
     permission_classes = [AllowAny]
     parser_classes = []
     content_negotiation_class = AlwaysJSON
+    # Only POST is documented: OPTIONS, HEAD and the rest are 405 with ``Allow: POST``.
+    http_method_names = ["post"]
 
     def handle_exception(self, exc):
         if isinstance(exc, RegistryInvalid):
             # Only a process that never had a good registry gets here; nothing was written.
             return _error(503, "registry_invalid", f"the registry does not validate: {exc}")
         if isinstance(exc, APIException):
-            # DRF's own refusals (405 for a GET, say) in the doors' {error, detail} shape.
+            # DRF's own refusals (405 method_not_allowed for a GET or an OPTIONS, with its
+            # Allow header) in the doors' {error, detail} shape.
             return _error(exc.status_code, exc.default_code, str(exc.detail))
         return super().handle_exception(exc)
 

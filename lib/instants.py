@@ -25,8 +25,8 @@ def parse_instant(text: str) -> datetime:
     RFC 3339 §5.6 grammar (``20261130T090000Z`` and ``2026-11-30T09:00Z`` are ISO 8601
     but not RFC 3339).
     """
-    if not isinstance(text, str) or not RFC3339.match(text):
-        if isinstance(text, str) and RFC3339_LOCAL.match(text):
+    if not isinstance(text, str) or not RFC3339.fullmatch(text):
+        if isinstance(text, str) and RFC3339_LOCAL.fullmatch(text):
             raise InstantError(f"{text!r} has no UTC offset; write Z or ±HH:MM")
         raise InstantError(f"{text!r} is not an RFC 3339 date-time (YYYY-MM-DDTHH:MM:SS[.frac]Z or ±HH:MM)")
     try:

@@ -7,3 +7,12 @@ class OpsConfig(AppConfig):
 
     default_auto_field = "django.db.models.BigAutoField"
     name = "ops"
+
+    def ready(self):
+        # The heartbeat's report reads the doctor's document, which lives in this layer;
+        # the runtime's builtin adapter runs it by name (docs/design.md §8).
+        from runtime.adapters.builtin import register_builtin
+
+        from .health import health_report
+
+        register_builtin("health", health_report)

@@ -15,25 +15,23 @@ from schedules.overview import schedules_overview
 from .auth import AUTHENTICATION_CLASSES, TokenOrStaff
 from .doctor import collect_status
 
-ERROR_CODES = {
-    exceptions.NotAuthenticated: "not_authenticated",
-    exceptions.AuthenticationFailed: "authentication_failed",
-    exceptions.PermissionDenied: "permission_denied",
-}
-
 
 class ReadView(APIView):
-    """A token- or staff-protected read; errors answer ``{error, detail}`` (docs/design.md §10)."""
+    """A token- or staff-protected read; errors answer ``{error, detail}`` (docs/design.md §10).
+
+    Only GET is documented: OPTIONS, HEAD and the rest are 405 ``method_not_allowed`` with
+    ``Allow: GET``. Every DRF refusal's ``error`` is its code: ``not_authenticated``,
+    ``authentication_failed``, ``permission_denied``, ``method_not_allowed``.
+    """
 
     authentication_classes = AUTHENTICATION_CLASSES
     permission_classes = [TokenOrStaff]
+    http_method_names = ["get"]
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
-        for kind, code in ERROR_CODES.items():
-            if isinstance(exc, kind):
-                response.data = {"error": code, "detail": str(exc.detail)}
-                break
+        if isinstance(exc, exceptions.APIException):
+            response.data = {"error": exc.default_code, "detail": str(exc.detail)}
         return response
 
 

@@ -40,6 +40,7 @@ KNOB_MINIMUMS = {
     "FACTORY_PILEUP_THRESHOLD": (0, "a count of pending proposals"),
     "FACTORY_LEASE_SECONDS": (2, "workers renew a lease at most once a second; a shorter lease would lapse between renewals"),
     "FACTORY_STDOUT_CAP_BYTES": (1024, "a run's result line must fit in its captured output"),
+    "FACTORY_HTTP_READ_SECONDS": (1, "a request must have time to arrive; only slow clients should run out of it"),
 }
 
 

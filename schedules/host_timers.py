@@ -197,7 +197,7 @@ def render_host_timers(jobs: dict[str, Job], *, fmt: str, out_dir: Path, paths: 
         written.append(name)
     stale = []
     for path in sorted(out_dir.iterdir()):
-        match = STALE_PATTERNS[fmt].match(path.name)
+        match = STALE_PATTERNS[fmt].fullmatch(path.name)
         if match is None or path.name in files:
             continue
         job = jobs.get(match.group(1))

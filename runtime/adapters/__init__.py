@@ -3,6 +3,7 @@
 
 from .agent import execute_agent
 from .base import Adapter
+from .builtin import execute_builtin
 from .command import execute_command
 from .fake import execute_fake
 
@@ -10,4 +11,5 @@ ADAPTERS: dict[str, Adapter] = {
     "command": execute_command,
     "agent": execute_agent,
     "fake": execute_fake,
+    "builtin": execute_builtin,
 }

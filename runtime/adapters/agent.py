@@ -3,8 +3,9 @@
 ``FACTORY_AGENT_COMMAND`` is split like a shell would (``shlex``, no shell runs it) and
 executed by ``run_command`` — same minimal environment, process group, time-out, lease
 renewal and captured stdout as the command adapter. Its stdin is the plan as one JSON
-document (UTF-8): ``{definition, adapter, argv, captureStdout, input, mutating,
-timeoutSeconds, maxAttempts, eventId, registryDigest}`` plus ``runId``. Its result is
+document (UTF-8): ``{definition, adapter, argv, argvTemplate, argvValues, builtin,
+captureStdout, input, mutating, timeoutSeconds, maxAttempts, eventId, registryDigest}``
+plus ``runId``. Its result is
 read from its last non-empty stdout line by the same ``factory.command-result/v1``
 contract and the definition's output schema.
 """

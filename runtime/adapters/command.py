@@ -16,15 +16,18 @@ from pathlib import Path
 from django.conf import settings
 
 from lib.processes import kill_process_group
+from runtime.registry.model import fill_argv
 
 from .base import CommandOutcome, Execution
 
-#: Environment a command sees. Secrets (FACTORY_*_SECRET, FACTORY_API_TOKEN, the
-#: operator password) are never passed; the database and directory settings are, so
-#: the built-in commands (``manage.py health``) reach the same runtime.
+#: Environment a command sees: no secret. Not the Django secret key, not the database URL
+#: (with its password), not FACTORY_*_SECRET, FACTORY_API_TOKEN or the operator password.
+#: The runtime's own reports that need the database run in the worker instead (the
+#: ``builtin`` adapter). A command still runs as the runtime's OS user and can read what
+#: that user can — ``.env`` included (docs/design.md §8).
 PASSED_ENVIRONMENT = (
-    "PATH", "HOME", "LANG", "LC_ALL", "DATABASE_URL", "FACTORY_REGISTRY_DIR", "FACTORY_CONFIG_DIR",
-    "FACTORY_ROOT", "FACTORY_RUNS_DIR", "FACTORY_LOG_LEVEL", "DJANGO_SECRET_KEY",
+    "PATH", "HOME", "LANG", "LC_ALL", "FACTORY_REGISTRY_DIR", "FACTORY_CONFIG_DIR",
+    "FACTORY_ROOT", "FACTORY_RUNS_DIR", "FACTORY_LOG_LEVEL",
 )
 TAIL_BYTES = 64 * 1024
 #: After SIGTERM to the process group, how long before SIGKILL.
@@ -86,7 +89,7 @@ def run_command(
     while_waiting: Callable[[], bool] = lambda: True,
     stdin_data: bytes | None = None,
 ) -> CommandOutcome:
-    """Run ``argv`` (``{runId}``/``{runDir}`` filled here) in ``run_dir`` and wait for it.
+    """Run ``argv`` (as it is: ``run_argv`` fills a plan's placeholders) in ``run_dir`` and wait for it.
 
     ``stdin_data`` is written to the command's stdin (then closed) by a thread, so a
     command that does not read it cannot block the wait; without it stdin is empty.
@@ -97,7 +100,6 @@ def run_command(
     command left behind in its process group is killed when it exits.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    argv = [arg.replace("{runId}", str(run_id)).replace("{runDir}", str(run_dir)) for arg in argv]
     stdout_path = run_dir / capture_name
     try:
         process = subprocess.Popen(
@@ -142,10 +144,21 @@ def run_command(
     )
 
 
+def run_argv(plan: dict, run_id: int, run_dir: Path) -> list[str]:
+    """The argv a plan runs: its ``argvTemplate`` filled in one pass with its ``argvValues`` and
+    the run's ``{runId}``/``{runDir}`` (docs/design.md §8). A plan made before plans kept their
+    template has only ``argv``, whose run-time placeholders are filled the same way."""
+    run_time = {"runId": str(run_id), "runDir": str(run_dir)}
+    if plan.get("argvTemplate") is None:
+        return fill_argv(plan["argv"], run_time)
+    return fill_argv(plan["argvTemplate"], {**plan["argvValues"], **run_time})
+
+
 def execute_command(execution: Execution) -> CommandOutcome:
     """The ``command`` adapter: run the plan's argv (docs/design.md §8)."""
     return run_command(
-        execution.run.plan["argv"], run_id=execution.run.pk, run_dir=execution.run_dir,
+        run_argv(execution.run.plan, execution.run.pk, execution.run_dir),
+        run_id=execution.run.pk, run_dir=execution.run_dir,
         capture_name=execution.capture_name, timeout_seconds=execution.timeout_seconds,
         stdout_cap=execution.stdout_cap, while_waiting=execution.while_waiting,
     )

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import yaml
 from django.conf import settings
-from jsonschema import Draft202012Validator
 
+from lib.json_schema import Validator
 from lib.refusals import Refused
 from lib.strict_yaml import load_yaml
 from runtime.models import Run
@@ -63,7 +63,7 @@ def load_script(known_definitions) -> dict[str, list[dict]]:
     except yaml.YAMLError as exc:
         raise FakeScriptError("fake_outcomes_invalid", f"{path}: not YAML: {exc}") from None
     schema = json.loads((Path(settings.FACTORY_REGISTRY_DIR) / SCHEMA_PATH).read_text())
-    errors = sorted(Draft202012Validator(schema).iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
+    errors = sorted(Validator(schema).iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         where = "/".join(map(str, errors[0].absolute_path)) or "<top>"
         raise FakeScriptError("fake_outcomes_invalid", f"{path}: at {where}: {errors[0].message}")

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 
     from .loader import Load
 
-ADAPTERS = ("command", "agent", "fake")
+ADAPTERS = ("command", "agent", "fake", "builtin")
+#: The reports the ``builtin`` adapter runs inside the worker (docs/design.md §8).
+BUILTINS = ("health",)
 OUTPUT_CONTRACTS = ("factory.command-result/v1",)
 
 
@@ -48,12 +50,15 @@ def read_definitions(load: Load) -> dict[str, Definition]:
             timeout_seconds=data["timeoutSeconds"],
             max_attempts=data["maxAttempts"],
             allow_scheduled=data.get("allowScheduled", False),
+            builtin=data.get("builtin"),
         )
     return result
 
 
 def check_definition(load: Load, path: Path, ref: str, data: dict) -> None:
-    """``unknown_adapter``, ``unknown_output_contract``, ``missing_command``, and a command
+    """``unknown_adapter``, ``unknown_output_contract``, ``missing_command``, ``unknown_builtin``,
+    ``builtin_with_command`` (a builtin has no command, is read-only, and only a builtin
+    names one), and a command
     template's placeholders: ``open_template`` (a mutating command an event could fill,
     spec §7) and ``unknown_placeholder``."""
     if data["adapter"] not in ADAPTERS:
@@ -62,6 +67,15 @@ def check_definition(load: Load, path: Path, ref: str, data: dict) -> None:
         load.error(path, ref, "unknown_output_contract", f"{data['output_contract']!r} is not a known contract")
     if data["adapter"] == "command" and "command" not in data:
         load.error(path, ref, "missing_command", "a command definition needs a command template")
+    if data["adapter"] == "builtin":
+        if data.get("builtin") not in BUILTINS:
+            load.error(path, ref, "unknown_builtin",
+                       f"a builtin definition names one of {', '.join(BUILTINS)} as builtin, not {data.get('builtin')!r}")
+        if "command" in data or data["mutating"]:
+            load.error(path, ref, "builtin_with_command",
+                       "a builtin runs inside the worker: no command, and mutating: false")
+    elif "builtin" in data:
+        load.error(path, ref, "builtin_with_command", "builtin belongs to a definition whose adapter is builtin")
     for arg in data.get("command", []):
         for name in PLACEHOLDER.findall(arg):
             if name in CLOSED_PLACEHOLDERS:

@@ -48,7 +48,7 @@ def read_jobs(
     path = load.config_dir / "schedule.yaml"
     result = {}
     for name, entry in sorted((overlay.get("jobs") or {}).items()):
-        if not re.match(LOOP_NAME_PATTERN, name):
+        if not re.fullmatch(LOOP_NAME_PATTERN, name):
             load.error(path, f"jobs/{name}", "invalid_job_name", f"a job name must match {LOOP_NAME_PATTERN}")
             continue
         job = read_job(load, path, name, entry, event_types, definitions)
@@ -68,7 +68,7 @@ def read_job(load: Load, path: Path, name: str, entry: dict, event_types, defini
         try:
             cadence = parse_every(entry["every"])
         except CadenceError as exc:
-            load.error(path, label, "unparseable_every", str(exc))
+            load.error(path, label, exc.code, str(exc))
     if "at" in entry and "timezone" not in entry:
         load.error(path, label, "job_cadence", "a calendar time (at) needs its IANA timezone, e.g. Europe/Budapest")
     if "at" not in entry and ("timezone" in entry or "days" in entry):

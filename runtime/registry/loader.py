@@ -20,10 +20,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from referencing import Registry as SchemaRegistry
 from referencing import Resource
+
+from lib.json_schema import Validator
 
 from .definitions import read_definitions, read_edges, read_event_types
 from .files import Inputs, compute_digest, display_path, read_json, read_yaml
@@ -65,10 +66,10 @@ class Load:
         self.errors: list[RegistryError] = []
         self.broken: set[tuple[str, str]] = set()
         self.meta = self._meta_registry()
-        self._shape_validators: dict[str, Draft202012Validator] = {}
+        self._shape_validators: dict[str, Validator] = {}
         self._schema_files: dict[str, SchemaFile] = {}
         # Keyed by id(): each entry holds its schema too, so the id stays that schema's.
-        self._validators: dict[int, tuple[dict, Draft202012Validator]] = {}
+        self._validators: dict[int, tuple[dict, Validator]] = {}
 
     def error(self, path: Path, entry: str, rule: str, detail: str) -> None:
         self.errors.append(RegistryError(display_path(path), entry, rule, detail))
@@ -107,7 +108,7 @@ class Load:
             self.error(path, "<file>", "missing_schema", f"meta-schema {meta_name} is not in registry/schemas/meta/")
             return False
         if meta_name not in self._shape_validators:
-            self._shape_validators[meta_name] = Draft202012Validator(schema, registry=self.meta)
+            self._shape_validators[meta_name] = Validator(schema, registry=self.meta)
         validator = self._shape_validators[meta_name]
         usable = True
         for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
@@ -142,7 +143,7 @@ class Load:
         schema = read_json(self.inputs, schema_path, errors)
         if schema is not None:
             try:
-                Draft202012Validator.check_schema(schema)
+                Validator.check_schema(schema)
             except SchemaError as exc:
                 errors.append(RegistryError(display_path(schema_path), "<file>", "invalid_schema", exc.message))
                 schema = None
@@ -151,7 +152,7 @@ class Load:
     def first_error(self, schema: dict, instance):
         """The first error of ``instance`` against a payload or input ``schema``, or None."""
         if id(schema) not in self._validators:
-            self._validators[id(schema)] = (schema, Draft202012Validator(schema))
+            self._validators[id(schema)] = (schema, Validator(schema))
         return next(iter(self._validators[id(schema)][1].iter_errors(instance)), None)
 
     def builtin_schema(self, name: str) -> dict:

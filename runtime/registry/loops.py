@@ -84,7 +84,7 @@ def read_repos(load: Load) -> tuple[Repo, ...]:
             try:
                 parse_every(entry["merge_every"])
             except CadenceError as exc:
-                load.error(path, entry["name"], "unparseable_every", str(exc))
+                load.error(path, entry["name"], exc.code, str(exc))
         result.append(Repo(**entry))
     return tuple(result)
 
@@ -102,7 +102,7 @@ def read_kernel_loops(load: Load) -> KernelLoops:
     for name, entry in data.items():
         if (path.name, name) in load.broken:
             continue
-        if not re.match(LOOP_NAME_PATTERN, name):
+        if not re.fullmatch(LOOP_NAME_PATTERN, name):
             load.error(path, name, "invalid_loop_name", f"a loop name must match {LOOP_NAME_PATTERN}")
             continue
         if check_kernel_entry(load, path, name, entry):
@@ -147,7 +147,7 @@ def expand_repo_loops(load: Load, kernel: KernelLoops, repos: tuple[Repo, ...]) 
             if repo.report_only:
                 continue
             name = template.replace("{repo}", repo.name)
-            if not re.match(LOOP_NAME_PATTERN, name):
+            if not re.fullmatch(LOOP_NAME_PATTERN, name):
                 load.error(path, label, "invalid_loop_name", f"{name!r} (repo {repo.name}) must match {LOOP_NAME_PATTERN}")
                 continue
             if name in kernel.loops:
@@ -207,7 +207,7 @@ def merge_overlay(load: Load, loops: dict[str, LoopDraft], overlay: dict) -> dic
                 effective["payload"] = {**base.get("payload", {}), **entry["payload"]}
             merged[name] = LoopDraft(effective, draft.source, overrides)
             continue
-        if not re.match(LOOP_NAME_PATTERN, name):
+        if not re.fullmatch(LOOP_NAME_PATTERN, name):
             load.error(path, name, "invalid_loop_name", f"a loop name must match {LOOP_NAME_PATTERN}")
             continue
         missing = [k for k in OVERLAY_NEW_LOOP_REQUIRED if k not in entry]

@@ -20,6 +20,19 @@ TICK_BOOKKEEPING_FIELDS = ("loop", "key", "slot", "cadenceSeconds", "skippedSlot
 #: (JSON in a ``-c`` script, say) are literal text.
 PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)?)\}")
 
+
+
+def fill_argv(template: list[str], values: dict[str, str]) -> list[str]:
+    """``template`` with each placeholder named in ``values`` replaced, in one pass over the
+    template: a value is never searched for placeholders, so a payload value holding the
+    text ``{runDir}`` stays that text (docs/design.md §8). Names not in ``values`` stay as written."""
+
+    def fill(match: re.Match) -> str:
+        return values.get(match.group(1), match.group(0))
+
+    return [PLACEHOLDER.sub(fill, arg) for arg in template]
+
+
 #: Placeholders a command template may use that the runtime, never an event, fills.
 CLOSED_PLACEHOLDERS = frozenset({"factoryRoot", "runId", "runDir", "python", "manage"})
 
@@ -81,6 +94,8 @@ class Definition:
     timeout_seconds: int
     max_attempts: int
     allow_scheduled: bool
+    #: The report a ``builtin`` definition runs in the worker (``health``), else None.
+    builtin: str | None = None
 
     @property
     def ref(self) -> str:

@@ -50,7 +50,7 @@ def check_slots(
         try:
             return True, parse_every(entry["every"])
         except CadenceError as exc:
-            load.error(path, name, "unparseable_every", str(exc))
+            load.error(path, name, exc.code, str(exc))
             return False, None
     if "at" in given:
         return check_time_of_day(load, path, name, entry), None

@@ -7,15 +7,14 @@ and runs are unique on their idempotency key.
 """
 
 import logging
-import re
 import sys
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from jsonschema import Draft202012Validator
 
+from lib.json_schema import Validator
 from lib.refusals import Refused
 from runtime.models import (
     ACTIVE_RUN_STATUSES,
@@ -29,7 +28,7 @@ from runtime.models import (
     Run,
 )
 from runtime.registry import Definition, Registry, get_registry
-from runtime.registry.model import PLACEHOLDER
+from runtime.registry.model import PLACEHOLDER, fill_argv
 
 from .journal import record
 from .runs import queue_run
@@ -39,7 +38,7 @@ logger = logging.getLogger(__name__)
 #: Doors whose events may follow their type's ``approval: auto`` (docs/design.md §4); ticks
 #: follow their loop's policy instead.
 TYPE_AUTO_DOORS = (Door.GITHUB, Door.EVENTS, Door.INJECT, Door.CHAIN)
-#: Filled only when the run exists; they stay as written in a proposal's plan.
+#: Filled only when the run exists (by the worker); they stay as written in a proposal's plan.
 RUN_TIME_PLACEHOLDERS = ("runId", "runDir")
 
 
@@ -85,30 +84,29 @@ def plan_time_values() -> dict[str, str]:
     }
 
 
-def render_argv(definition: Definition, payload: dict) -> list[str] | None:
-    """Fill a command template's plan-time placeholders (docs/design.md §8).
+def argv_values(definition: Definition, payload: dict) -> dict[str, str]:
+    """What each plan-time placeholder of the command template stands for (docs/design.md §8).
 
     ``{factoryRoot}``, ``{python}``, ``{manage}`` and, for non-mutating definitions only,
-    ``{payload.<field>}``; ``{runId}``/``{runDir}`` are left for the worker. Raises
-    PlanRenderError when a payload field is missing or not a scalar.
+    ``{payload.<field>}``; ``{runId}``/``{runDir}`` are left for the worker, which fills
+    them and these in one pass over the template. Raises PlanRenderError when a payload
+    field is missing or not a scalar.
     """
-    if definition.command is None:
-        return None
-    values = plan_time_values()
-
-    def fill(match: re.Match) -> str:
-        name = match.group(1)
-        if name in RUN_TIME_PLACEHOLDERS:
-            return match.group(0)
-        if name in values:
-            return values[name]
-        field = name.removeprefix("payload.")
-        value = payload.get(field)
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise PlanRenderError(f"payload field {field!r} is missing or not a string or number")
-        return str(value)
-
-    return [PLACEHOLDER.sub(fill, arg) for arg in definition.command]
+    runtime = plan_time_values()
+    values = {}
+    for arg in definition.command:
+        for name in PLACEHOLDER.findall(arg):
+            if name in RUN_TIME_PLACEHOLDERS:
+                continue
+            if name in runtime:
+                values[name] = runtime[name]
+                continue
+            field = name.removeprefix("payload.")
+            value = payload.get(field)
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                raise PlanRenderError(f"payload field {field!r} is missing or not a string or number")
+            values[name] = str(value)
+    return values
 
 
 def plan_adapter(definition: Definition) -> str:
@@ -121,11 +119,20 @@ def plan_adapter(definition: Definition) -> str:
 
 
 def render_plan(definition: Definition, event: Event, registry: Registry) -> dict:
-    """The plan a proposal carries and a run executes: what will run, with what, under which registry."""
+    """The plan a proposal carries and a run executes: what will run, with what, under which registry.
+
+    ``argv`` is what the command will run, ``{runId}``/``{runDir}`` as written; the worker
+    runs ``argvTemplate`` filled in one pass with ``argvValues`` and those two, so a payload
+    value is never expanded and what runs is ``argv`` with the run's id and directory.
+    """
+    values = argv_values(definition, event.payload) if definition.command is not None else None
     return {
         "definition": definition.ref,
         "adapter": plan_adapter(definition),
-        "argv": render_argv(definition, event.payload),
+        "argv": fill_argv(definition.command, values) if values is not None else None,
+        "argvTemplate": list(definition.command) if values is not None else None,
+        "argvValues": values,
+        "builtin": definition.builtin,
         "captureStdout": definition.capture_stdout,
         "input": event.payload,
         "mutating": definition.mutating,
@@ -199,7 +206,7 @@ def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
     if event.is_tick and loop is None:
         return _finish(event, PlanningOutcome.REFUSED, "unknown_loop", now, {"loop": event.loop})
     if definition.input_schema is not None:
-        errors = [e.message for e in Draft202012Validator(definition.input_schema).iter_errors(event.payload)]
+        errors = [e.message for e in Validator(definition.input_schema).iter_errors(event.payload)]
         if errors:
             return _finish(event, PlanningOutcome.REFUSED, "input_schema_violation", now, {"errors": errors[:10]})
     key = idempotency_key(event)

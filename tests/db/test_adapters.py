@@ -126,7 +126,7 @@ def test_a_fake_past_its_time_out_is_a_failed_attempt_and_requeued(fake):
     assert JournalEntry.objects.filter(run=run, action="run_requeued").exists()
 
 
-def test_fake_agents_leave_command_definitions_as_they_are(fake):
+def test_fake_agents_leave_other_definitions_as_they_are(fake):
     fake.write_config("schedule.yaml", "schedules: {}\n")
     tick("2026-11-30T10:00:00Z")
-    assert Run.objects.get(definition="heartbeat@1").plan["adapter"] == "command"
+    assert Run.objects.get(definition="heartbeat@1").plan["adapter"] == "builtin"

@@ -1,23 +1,16 @@
-"""``manage.py health``: the heartbeat loop's target — a read-only report on the runtime itself.
+"""``manage.py health``: the heartbeat's report (``ops.health.health_report``) as one line.
 
-Prints one ``factory.command-result/v1`` line: ``HEALTHY`` or ``DEGRADED`` with the
-registry digest, queue counts, the slot loop's age, the doctor's anomalies and free
-space in the runs dir. It renders the doctor's document (``ops.doctor.collect_status``),
-so both judge the registry and the slot loop alike; a loop's own anomalies (stopped,
-pile-up) are listed but leave the runtime ``HEALTHY``. It writes nothing, and exits 0
-even when degraded: the report is the result.
+Prints one ``factory.command-result/v1`` line, ``HEALTHY`` or ``DEGRADED``; writes nothing
+and exits 0 even when degraded: the report is the result. The heartbeat loop itself runs
+the same report inside the worker (the builtin ``health``), not this command.
 """
 
 import json
-import shutil
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import DatabaseError
 from django.utils import timezone
 
-from ops.doctor import collect_status
-from runtime.models import Proposal, ProposalStatus
+from ops.health import health_report
 
 
 class Command(BaseCommand):
@@ -25,26 +18,4 @@ class Command(BaseCommand):
     requires_system_checks = []
 
     def handle(self, *args, **options):
-        problems, data = [], {}
-        try:
-            status = collect_status(now=timezone.now())
-            data["registryDigest"] = status["registryDigest"]
-            data["runsQueued"] = status["runs"]["queued"]
-            data["runsRunning"] = status["runs"]["running"]
-            data["pendingProposals"] = Proposal.objects.filter(status=ProposalStatus.PENDING).count()
-            data["slotLoopAgeSeconds"] = status["loop"]["ageSeconds"]
-            data["anomalies"] = status["anomalies"]
-            if status["registryInvalid"] or status["registryDigest"] is None:
-                problems.append(f"registry invalid ({len(status['registryInvalid'])} error(s))")
-            if not status["loop"]["turning"]:
-                problems.append("the slot loop is not turning")
-        except DatabaseError as exc:
-            problems.append(f"database unreachable: {exc.__class__.__name__}")
-        runs_dir = settings.FACTORY_RUNS_DIR
-        if runs_dir.exists():
-            data["runsDirFreeBytes"] = shutil.disk_usage(runs_dir).free
-        outcome = "DEGRADED" if problems else "HEALTHY"
-        summary = "; ".join(problems) if problems else "registry valid, slot loop turning"
-        self.stdout.write(json.dumps({
-            "schemaVersion": "factory.command-result/v1", "outcome": outcome, "summary": summary, "data": data,
-        }))
+        self.stdout.write(json.dumps(health_report(timezone.now())))

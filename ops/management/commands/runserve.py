@@ -35,7 +35,11 @@ DEMO_VAR_DIR = "var/demo"
 #: How long children get to finish their current item after SIGTERM before SIGKILL.
 SHUTDOWN_GRACE_SECONDS = 20
 POLL_SECONDS = 0.2
-HTTP_THREADS = 4
+#: Threads per gunicorn worker: with the default two workers, 32 requests at once — ten slow
+#: clients all landing on one worker still leave it six (docs/design.md §10).
+HTTP_THREADS = 16
+#: gunicorn's default access line plus the request id the runtime's own log lines carry.
+ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" requestId=%({x-request-id}o)s'
 
 
 class Command(BaseCommand):
@@ -110,13 +114,17 @@ class Command(BaseCommand):
                 sys.executable, "-m", "gunicorn", "factory_site.wsgi:application",
                 "--bind", options["bind"],
                 "--workers", str(options["http_workers"]),
-                # Threads, so that one slow client holds a thread, not a whole worker.
+                # gthread with a read deadline per request and JSON error answers
+                # (docs/design.md §10): a slow client holds one thread for at most
+                # FACTORY_HTTP_READ_SECONDS, and there are threads to spare for it.
+                "--worker-class", "factory_site.http_worker.ReadDeadlineThreadWorker",
                 "--threads", str(HTTP_THREADS),
                 # Load the app (and the registry) in the master: a worker forked later
                 # inherits a good registry to keep when the files on disk are bad.
                 "--preload",
                 "--graceful-timeout", "10",
                 "--access-logfile", "-",
+                "--access-logformat", ACCESS_LOG_FORMAT,
                 # One control socket per user would clash between two runtimes on one host.
                 "--no-control-socket",
             ],

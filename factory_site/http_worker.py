@@ -1,0 +1,147 @@
+"""gunicorn's worker class for ``runserve``: threads, a read deadline per request, JSON errors
+(docs/design.md §10, "The HTTP server").
+
+``ReadDeadlineThreadWorker`` is gunicorn's ``gthread`` worker with two changes:
+
+- **A request must arrive within ``FACTORY_HTTP_READ_SECONDS``** (default 5), head and body
+  together, counted from its first byte. gthread gives a connection a thread once its first
+  byte is there and keeps it on that thread while the head and then the body are read, so
+  a client that trickles bytes would hold a thread as long as it likes. Every read of a
+  request goes through ``DeadlineSocket``: past the deadline a head is answered 408
+  ``{error: "request_timeout"}`` here, and a body read by a view raises
+  ``RequestReadTimeout`` — a ``TimeoutError`` — which the intake doors answer 408 in
+  their shape (``intake.bodies.read_body``). The connection is then closed without
+  lingering on it.
+- **gunicorn's own answers are JSON**: a request line, header or framing gunicorn refuses
+  before Django sees it (400, 414, 431, 501, …) is answered
+  ``{error: "<code>", detail}`` instead of gunicorn's HTML page.
+"""
+
+import json
+import time
+
+from django.conf import settings
+from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker
+
+#: gunicorn's statuses → the ``error`` code of the JSON answer.
+ERROR_CODES = {
+    400: "bad_request",
+    403: "forbidden",
+    408: "request_timeout",
+    414: "uri_too_long",
+    417: "expectation_failed",
+    431: "request_header_fields_too_large",
+    500: "internal_error",
+    501: "not_implemented",
+}
+
+
+class RequestReadTimeout(TimeoutError):
+    """The request did not arrive within the read deadline."""
+
+
+class HeadReadTimeout(Exception):
+    """The request's head did not arrive within the read deadline: answered 408 by the worker.
+
+    Not an ``OSError``: gthread treats those as a broken socket and answers nothing."""
+
+
+def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
+    """``gunicorn.util.write_error`` in JSON: ``{error, detail}``, then the connection closes."""
+    body = json.dumps({"error": ERROR_CODES.get(status_int, "bad_request"), "detail": mesg or reason}).encode()
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode("latin-1")
+    util.write_nonblock(sock, head + body)
+
+
+class DeadlineSocket:
+    """A client socket whose reads of one request end at a deadline.
+
+    ``start_request`` arms it: the deadline is set at the request's first read, ``seconds``
+    later. While the head is read a late read raises ``HeadReadTimeout``, while the view
+    reads the body (``in_body``) ``RequestReadTimeout``. ``end_request`` disarms it; once a
+    request has run out of time every later read raises ``RequestReadTimeout`` at once, so
+    nothing lingers on that client. Everything else is the socket's own.
+    """
+
+    def __init__(self, sock, seconds: float):
+        self._sock = sock
+        self.seconds = seconds
+        self.armed = self.in_body = self.expired = False
+        self.deadline: float | None = None
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+    def start_request(self) -> None:
+        self.armed, self.in_body, self.deadline = True, False, None
+
+    def end_request(self) -> None:
+        self.armed = False
+
+    def _late(self) -> Exception:
+        self.expired = True
+        if self.armed and not self.in_body:
+            return HeadReadTimeout(f"the request head did not arrive within {self.seconds:g} s")
+        return RequestReadTimeout(f"the request did not arrive within {self.seconds:g} s")
+
+    def recv(self, size: int, *flags) -> bytes:
+        if self.expired:
+            raise self._late()
+        if not self.armed:
+            return self._sock.recv(size, *flags)
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.seconds
+        remaining = self.deadline - now
+        if remaining <= 0:
+            raise self._late()
+        previous = self._sock.gettimeout()
+        self._sock.settimeout(remaining)
+        try:
+            return self._sock.recv(size, *flags)
+        except TimeoutError:
+            raise self._late() from None
+        finally:
+            self._sock.settimeout(previous)
+
+
+class ReadDeadlineThreadWorker(ThreadWorker):
+    """gthread with ``DeadlineSocket`` on every connection and JSON error answers."""
+
+    def init_process(self):
+        self.read_seconds = settings.FACTORY_HTTP_READ_SECONDS
+        # gunicorn writes its own error answers through this function; in this worker process
+        # they are JSON (the module attribute is what gunicorn's handle_error calls).
+        util.write_error = write_json_error
+        super().init_process()
+
+    def handle(self, conn):
+        if not isinstance(conn.sock, DeadlineSocket):
+            conn.sock = DeadlineSocket(conn.sock, self.read_seconds)
+        conn.sock.start_request()
+        try:
+            return super().handle(conn)
+        finally:
+            conn.sock.end_request()
+
+    def handle_request(self, req, conn):
+        conn.sock.in_body = True
+        try:
+            return super().handle_request(req, conn)
+        finally:
+            # gunicorn's own drain of an unread body is bounded by gunicorn.
+            conn.sock.end_request()
+
+    def handle_error(self, req, client, addr, exc):
+        if isinstance(exc, HeadReadTimeout):
+            self.log.warning("Request from %s dropped: %s", (addr or ("",))[0], exc)
+            try:
+                write_json_error(client, 408, "Request Timeout", str(exc))
+            except OSError:
+                self.log.debug("Failed to send the 408 answer.")
+            return
+        super().handle_error(req, client, addr, exc)

@@ -1,0 +1,104 @@
+"""Request ids and the JSON answers of the API routes when something other than a view answers
+(docs/design.md §10, docs/intake.md "Every answer").
+
+``RequestIdMiddleware`` (outermost) gives every request an id: the client's ``X-Request-Id``
+when it is 1–128 characters of ``[A-Za-z0-9._:-]``, else a new one (32 hex digits). The id
+is echoed as the ``X-Request-Id`` response header and carried by every log line written
+while the request is served (``RequestIdLogFormatter``), gunicorn's access line included.
+
+The routes of ``API_PATHS`` answer JSON whatever happens: ``bad_request`` (Django's 400,
+e.g. a ``Host`` header not in ``DJANGO_ALLOWED_HOSTS``) and ``server_error`` (500: an
+unhandled exception, a database fault) are Django's ``handler400``/``handler500`` here,
+JSON for those routes and Django's own pages elsewhere (the admin). A 500's body is
+``{error: "internal_error", detail, requestId}``; what went wrong is only in the log, under
+that request id.
+"""
+
+import contextvars
+import logging
+import re
+import uuid
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
+
+#: The routes whose every answer is JSON (docs/design.md §10).
+API_PATHS = frozenset({"/events", "/github", "/schedules", "/status"})
+REQUEST_ID_HEADER = "X-Request-Id"
+REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+
+
+def current_request_id() -> str | None:
+    """The id of the request this thread is serving, or None outside a request."""
+    return _request_id.get()
+
+
+def request_id_for(request: HttpRequest) -> str:
+    """The client's ``X-Request-Id`` when well-formed, else a fresh uuid4 in hex."""
+    offered = request.headers.get(REQUEST_ID_HEADER, "")
+    return offered if REQUEST_ID_PATTERN.fullmatch(offered) else uuid.uuid4().hex
+
+
+class RequestIdMiddleware:
+    """Sets the request's id for the views, the error handlers and the log; echoes it."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        request.request_id = request_id_for(request)
+        token = _request_id.set(request.request_id)
+        try:
+            response = self.get_response(request)
+        finally:
+            _request_id.reset(token)
+        response[REQUEST_ID_HEADER] = request.request_id
+        return response
+
+
+class RequestIdLogFormatter(logging.Formatter):
+    """The plain format plus `` requestId=<id>`` on lines written while serving a request."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        request_id = current_request_id()
+        return f"{text} requestId={request_id}" if request_id else text
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path in API_PATHS
+
+
+def bad_request(request: HttpRequest, exception: Exception, template_name: str = "400.html") -> HttpResponse:
+    """``handler400``: 400 ``{error: "bad_request", detail}`` on the API routes, Django's page elsewhere.
+
+    Django answers 400 for a suspicious request (a ``Host`` header this server does not
+    serve, a malformed cookie) before any view runs; the detail names the kind, not the
+    offending value."""
+    if not _is_api(request):
+        return defaults.bad_request(request, exception, template_name)
+    return JsonResponse(
+        {"error": "bad_request", "detail": f"the request was refused before reaching the route ({type(exception).__name__})"},
+        status=400,
+    )
+
+
+def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpResponse:
+    """``handler500``: 500 ``{error: "internal_error", detail, requestId}`` on the API routes.
+
+    Django has already logged the exception (``django.request``, with its traceback) on a
+    line that carries the request id; the answer says no more than where to look."""
+    if not _is_api(request):
+        return defaults.server_error(request, template_name)
+    request_id = getattr(request, "request_id", None) or current_request_id() or uuid.uuid4().hex
+    return JsonResponse(
+        {
+            "error": "internal_error",
+            "detail": "the server failed to answer this request; its log has the cause under this requestId",
+            "requestId": request_id,
+        },
+        status=500,
+        headers={REQUEST_ID_HEADER: request_id},
+    )

@@ -1,0 +1,166 @@
+"""The HTTP server itself, with real sockets against a real ``runserve`` (issue 11, list 5;
+docs/design.md §10): slow clients cannot hold it, and what gunicorn answers on its own is JSON.
+
+Ten unauthenticated clients trickle a body a byte at a time; a signed ``POST /events`` and the
+inbox's login page still answer within a second, and each slow client is dropped with a 408
+within the read deadline (5 s) and a little more.
+"""
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from lib.signing import sign
+from tests.process.test_intake_runserve import EVENTS_SECRET, server  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.process
+
+SLOW_CLIENTS = 10
+READ_SECONDS = 5
+
+
+def address(server_url: str) -> tuple[str, int]:
+    host, port = server_url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def exchange(server_url: str, data: bytes, *, timeout: float = 15) -> tuple[int, dict, bytes]:
+    """Send ``data`` on a new connection; the answer's status, headers (lower-case) and body."""
+    with socket.create_connection(address(server_url), timeout=timeout) as sock:
+        sock.sendall(data)
+        return read_answer(sock)
+
+
+def read_answer(sock: socket.socket) -> tuple[int, dict, bytes]:
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError(f"the connection closed before an answer: {received!r}")
+        received += chunk
+    head, body = received.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines[1:])}
+    if headers.get("transfer-encoding") == "chunked":
+        while not body.endswith(b"0\r\n\r\n"):
+            body += sock.recv(65536)
+        body = dechunk(body)
+    while len(body) < int(headers.get("content-length", 0)):
+        body += sock.recv(65536)
+    return int(lines[0].split()[1]), headers, body
+
+
+def dechunk(data: bytes) -> bytes:
+    body = b""
+    while True:
+        size, data = data.split(b"\r\n", 1)
+        if int(size, 16) == 0:
+            return body
+        body, data = body + data[: int(size, 16)], data[int(size, 16) + 2:]
+
+
+def request(method: str, path: str, body: bytes = b"", **headers) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close",
+             f"Content-Length: {len(body)}", *(f"{k.replace('_', '-')}: {v}" for k, v in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def signed_event(event_id: str) -> bytes:
+    body = json.dumps({
+        "schemaVersion": "factory.event/v1", "eventId": event_id, "type": "factory.work.requested",
+        "source": "bridge", "subject": "hello", "occurredAt": "2026-11-30T21:00:00Z",
+        "correlationId": event_id, "payload": {"repo": "hello"},
+    }).encode()
+    timestamp = str(int(time.time()))
+    return request("POST", "/events", body, Content_Type="application/json", X_Factory_Timestamp=timestamp,
+                   X_Factory_Signature=sign(EVENTS_SECRET, f"{timestamp}.".encode() + body))
+
+
+class SlowClient(threading.Thread):
+    """Sends a complete head, then its declared body a byte every ``gap`` seconds."""
+
+    def __init__(self, server_url: str, *, head_only: bool = False, gap: float = 0.5):
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection(address(server_url), timeout=READ_SECONDS * 4)
+        self.head_only, self.gap = head_only, gap
+        self.answer = None
+        self.answered_after = None
+
+    def run(self):
+        started = time.monotonic()
+        data = request("POST", "/events", b"x" * 1000, Content_Type="application/json")
+        head, body = data.split(b"\r\n\r\n", 1)
+        trickle = data if self.head_only else body
+        if not self.head_only:
+            self.sock.sendall(head + b"\r\n\r\n")
+        try:
+            for byte in trickle:
+                self.sock.sendall(bytes([byte]))
+                time.sleep(self.gap)
+        except OSError:
+            pass  # dropped by the server: the answer is waiting
+        try:
+            self.answer = read_answer(self.sock)
+        finally:
+            self.answered_after = time.monotonic() - started
+            self.sock.close()
+
+
+def timed(server_url: str, data: bytes) -> tuple[float, int, dict, bytes]:
+    started = time.monotonic()
+    status, headers, body = exchange(server_url, data)
+    return time.monotonic() - started, status, headers, body
+
+
+def test_ten_slow_clients_delay_neither_a_signed_event_nor_the_inbox_and_are_dropped(server):  # noqa: F811
+    assert timed(server, request("GET", "/admin/login/"))[1] == 200  # warm: the worker has loaded everything
+    slow = [SlowClient(server) for _ in range(SLOW_CLIENTS)]
+    for client in slow:
+        client.start()
+    time.sleep(1)                                         # every slow client now holds its request open
+    seconds, status, _, body = timed(server, signed_event("slow-clients-1"))
+    assert (status, json.loads(body)) == (202, {"admitted": True, "duplicate": False, "eventId": "slow-clients-1"})
+    assert seconds < 1
+    seconds, status, _, _ = timed(server, request("GET", "/admin/login/"))
+    assert (status, seconds < 1) == (200, True)
+    for client in slow:
+        client.join(timeout=READ_SECONDS * 3)
+        status, headers, body = client.answer
+        assert (status, headers["content-type"], json.loads(body)) == (408, "application/json", {
+            "error": "request_timeout",
+            "detail": "the body did not arrive within the server's read time-out; send it again",
+        })
+        assert READ_SECONDS - 1 < client.answered_after < READ_SECONDS + 3
+
+
+def test_a_head_trickled_a_byte_at_a_time_is_dropped_with_a_json_408(server):  # noqa: F811
+    client = SlowClient(server, head_only=True, gap=0.2)
+    client.start()
+    client.join(timeout=READ_SECONDS * 3)
+    status, headers, body = client.answer
+    assert (status, headers["content-type"], json.loads(body)) == (408, "application/json", {
+        "error": "request_timeout", "detail": f"the request head did not arrive within {READ_SECONDS} s",
+    })
+    assert READ_SECONDS - 1 < client.answered_after < READ_SECONDS + 3
+
+
+@pytest.mark.parametrize("data, status, error", [
+    (b"NOT A REQUEST LINE\r\n\r\n", 400, "bad_request"),
+    (request("GET", "/status", X_Big="y" * 9000), 431, "request_header_fields_too_large"),
+    (request("GET", "/" + "a" * 5000), 414, "uri_too_long"),
+])
+def test_what_gunicorn_refuses_itself_is_answered_json(server, data, status, error):  # noqa: F811
+    answer_status, headers, body = exchange(server, data)
+    assert (answer_status, headers["content-type"], json.loads(body)["error"]) == (status, "application/json", error)
+
+
+def test_the_api_routes_answer_json_on_the_real_server(server):  # noqa: F811
+    status, headers, body = exchange(server, request("OPTIONS", "/events", X_Request_Id="probe-7"))
+    assert (status, headers["allow"], headers["x-request-id"], json.loads(body)) == (
+        405, "POST", "probe-7", {"error": "method_not_allowed", "detail": 'Method "OPTIONS" not allowed.'},
+    )
+    status, headers, body = exchange(server, request("GET", "/status").replace(b"Host: 127.0.0.1", b"Host: evil"))
+    assert (status, json.loads(body)["error"]) == (400, "bad_request")
