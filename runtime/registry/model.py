@@ -81,6 +81,10 @@ class Definition:
     timeout_seconds: int
     max_attempts: int
     allow_scheduled: bool
+    #: The domain idempotency key template (``runtime.registry.keys``), or None: the default key.
+    idempotency_key: str | None = None
+    #: The global barrier its runs hold while claimed or running, or None (DESIGN §8).
+    barrier: str | None = None
 
     @property
     def ref(self) -> str:
