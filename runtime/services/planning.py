@@ -3,7 +3,7 @@
 ``plan_next_event`` handles one event, the oldest unplanned one, in one transaction;
 the slot loop calls it until it returns None. Two planners cannot plan one event
 twice: the event is claimed with a compare-and-swap on ``planned_at``, and proposals
-and runs are unique on their idempotency key.
+and runs are unique on the idempotency keys they hold (``runtime.services.idempotency``).
 """
 
 import logging

@@ -157,3 +157,20 @@ def test_a_superseded_proposal_keeps_its_key(registry_files, approver):
     older.refresh_from_db()
     assert (older.status, older.key_released_at) == ("superseded", None)
     assert not JournalEntry.objects.filter(action="idempotency_key_released").exists()
+
+
+def test_a_filled_key_too_long_for_the_table_is_refused_with_its_length(registry_files):
+    registry_files.write("schemas/note.json", {"type": "object", "properties": {"text": {"type": "string"}}})
+    registry_files.write("definitions/note@1.json", {
+        "id": "note", "version": 1, "adapter": "command", "command": ["{python}", "-c", "print('note')"],
+        "output_contract": "factory.command-result/v1", "mutating": False, "inputSchema": "note.json",
+        "idempotencyKey": "note:{payload.text}", "timeoutSeconds": 30, "maxAttempts": 1,
+    })
+    registry_files.update("event-types.json", lambda types: types.__setitem__("note.requested", {"target": "note@1"}))
+    inject("note-1", "note.requested", {"text": "x" * 396})
+    inject("note-2", "note.requested", {"text": "x" * 395})
+    plan_pending(now=NOW)
+    assert (planning_of("note-1"), planning_of("note-2")) == (("REFUSED", "idempotency_key_too_long"), ("PROPOSED", ""))
+    refused = JournalEntry.objects.get(action="event_refused")
+    assert (refused.event.uid, refused.data) == ("note-1", {"reason": "idempotency_key_too_long", "length": 401})
+    assert Proposal.objects.get().idempotency_key == "note:" + "x" * 395
