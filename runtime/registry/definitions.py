@@ -54,6 +54,7 @@ def read_definitions(load: Load) -> dict[str, Definition]:
             max_attempts=data["maxAttempts"],
             allow_scheduled=data.get("allowScheduled", False),
             idempotency_key=data.get("idempotencyKey"),
+            release_key_on=tuple(data.get("releaseKeyOn", ())),
             barrier=data.get("barrier"),
         )
     return result

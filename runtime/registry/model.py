@@ -83,6 +83,8 @@ class Definition:
     allow_scheduled: bool
     #: The domain idempotency key template (``runtime.registry.keys``), or None: the default key.
     idempotency_key: str | None = None
+    #: Outcomes of a succeeded run that release its key: no final answer for it (DESIGN §7.2).
+    release_key_on: tuple[str, ...] = ()
     #: The global barrier its runs hold while claimed or running, or None (DESIGN §8).
     barrier: str | None = None
 

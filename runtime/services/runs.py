@@ -17,7 +17,7 @@ from runtime.registry import Registry, get_registry
 
 from .barriers import barrier_free, lost_barrier_race
 from .chains import ChainBroken, chain_envelopes
-from .idempotency import release_idempotency_key
+from .idempotency import release_after_finish, release_idempotency_key
 from .journal import record
 from .outbox import write_outbox
 
@@ -141,8 +141,9 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
     Only succeeded runs chain: a failed one (a non-zero exit, an output contract
     violation) emits nothing. A chain whose pointer finds nothing emits nothing at all,
     leaves the run's status as its result says with reason ``chain_broken``, and is
-    journaled as ``chain_broken``. A failed run releases its idempotency key (docs/design.md
-    §7.2). Returns False when this worker no longer held the run.
+    journaled as ``chain_broken``. A failed run, or one that succeeded with an outcome its
+    definition lists in ``releaseKeyOn``, releases its idempotency key (docs/design.md §7.2).
+    Returns False when this worker no longer held the run.
     """
     status = RunStatus.SUCCEEDED if result.succeeded else RunStatus.FAILED
     envelopes: list[dict] = []
@@ -179,8 +180,7 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
         )
         if broken:
             record("chain_broken", Actor.CHAIN, at=now, run=run, data={"outcome": result.outcome, "problems": broken.problems})
-        if status == RunStatus.FAILED:
-            release_idempotency_key(run.proposal, reason="failed", now=now)
+        release_after_finish(run, status, result.outcome, now=now, registry=registry)
         write_outbox(run, envelopes, now=now)
     logger.info(
         "run %s %s: %s %s", run.pk, status, result.outcome, result.reason,

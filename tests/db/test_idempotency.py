@@ -174,3 +174,12 @@ def test_a_filled_key_too_long_for_the_table_is_refused_with_its_length(registry
     refused = JournalEntry.objects.get(action="event_refused")
     assert (refused.event.uid, refused.data) == ("note-1", {"reason": "idempotency_key_too_long", "length": 401})
     assert Proposal.objects.get().idempotency_key == "note:" + "x" * 395
+
+
+def test_a_sweep_tick_that_answers_wait_keeps_its_slot_key(fake_agents):
+    fake_agents.write_config("repos.yaml", "repos:\n  - name: hello\n    github: Codertocat/Hello-World\n    base: master\n")
+    step("2026-11-30T10:00:10Z")
+    step("2026-11-30T10:01:00Z")
+    run = Run.objects.get(loop="merge-hello")
+    assert (run.status, run.outcome, run.key_released_at) == ("succeeded", "WAIT", None)
+    assert not JournalEntry.objects.filter(action="idempotency_key_released").exists()

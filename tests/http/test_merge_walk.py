@@ -122,3 +122,28 @@ def test_a_green_ci_delivery_for_a_newer_head_is_reviewed_again(walk, approver):
     assert list(Proposal.objects.filter(definition="merge-apply@1").values_list("idempotency_key", flat=True)) == [
         APPLY_KEY,
     ]
+
+
+def test_a_green_ci_delivery_after_a_wait_at_the_same_head_is_reviewed_again(walk, approver):
+    """The chain's scan ran before CI finished and answered WAIT, no final answer for the head
+    (merge-scan's ``releaseKeyOn``): the green delivery is reviewed, and merges once."""
+    walk.write_config("fake-outcomes.yaml", OUTCOMES.replace(
+        "    - when: {prNumbers: [46]}\n      results:\n",
+        "    - when: {prNumbers: [46]}\n      results:\n        - outcome: WAIT\n",
+    ))
+    dispatch_approved(approver)
+    step("2026-11-30T10:03:00Z")
+    step("2026-11-30T10:04:00Z")                              # the chain's scan: WAIT, its key released
+    dispatch = Run.objects.get(definition="dispatch@1")
+    chained = f"chain:{dispatch.pk}:1"
+    assert [(e.action, e.actor, e.data) for e in Event.objects.get(uid=chained).journal.filter(
+        action="idempotency_key_released")] == [
+        ("idempotency_key_released", "system", {"idempotencyKey": SCAN_KEY, "reason": "outcome", "outcome": "WAIT"}),
+    ]
+    green_ci()
+    step("2026-11-30T10:05:00Z")
+    step("2026-11-30T10:06:00Z")
+    assert scoped_scans() == [(chained, SCAN_KEY, "WAIT"), (GREEN, SCAN_KEY, "MERGE")]
+    assert list(Proposal.objects.filter(definition="merge-apply@1").values_list("idempotency_key", flat=True)) == [
+        APPLY_KEY,
+    ]

@@ -19,12 +19,15 @@ def set_key(files, template, path=APPLY):
     files.update(path, lambda d: d.__setitem__("idempotencyKey", template))
 
 
-def test_the_section_14_definitions_declare_their_keys_and_merge_apply_its_barrier(registry_files):
+def test_the_section_14_definitions_declare_their_keys_merge_scan_its_wait_and_merge_apply_its_barrier(registry_files):
     definitions = load_registry(registry_files.registry_dir, registry_files.config_dir).definitions
-    assert {ref: (d.idempotency_key, d.barrier) for ref, d in definitions.items() if d.idempotency_key or d.barrier} == {
-        "merge-scan@1": ("merge-scan:{payload.repo}:{payload.prNumbers}:{payload.headSha}", None),
-        "merge-apply@1": ("merge-apply:{payload.repo}:{payload.prNumber}:{payload.headSha}", "merge"),
-        "ship-apply@1": ("ship-apply:{payload.repo}:{payload.headSha}", None),
+    assert {
+        ref: (d.idempotency_key, d.release_key_on, d.barrier)
+        for ref, d in definitions.items() if d.idempotency_key or d.release_key_on or d.barrier
+    } == {
+        "merge-scan@1": ("merge-scan:{payload.repo}:{payload.prNumbers}:{payload.headSha}", ("WAIT",), None),
+        "merge-apply@1": ("merge-apply:{payload.repo}:{payload.prNumber}:{payload.headSha}", (), "merge"),
+        "ship-apply@1": ("ship-apply:{payload.repo}:{payload.headSha}", (), None),
     }
 
 
@@ -62,12 +65,13 @@ def test_a_malformed_template_is_a_load_error_naming_file_entry_and_reason(regis
     ]
 
 
-def test_an_empty_template_and_a_bad_barrier_break_the_definition_schema(registry_files):
+def test_an_empty_template_a_bad_barrier_and_a_bad_release_outcome_break_the_definition_schema(registry_files):
     set_key(registry_files, "")
-    registry_files.update(APPLY, lambda d: d.__setitem__("barrier", "One Merge"))
+    registry_files.update(APPLY, lambda d: d.update(barrier="One Merge", releaseKeyOn=["wait"]))
     assert errors(registry_files) == [
         "registry/definitions/merge-apply@1.json: <top>: schema: at barrier: 'One Merge' does not match '^[a-z0-9][a-z0-9-]{0,62}$'",
         "registry/definitions/merge-apply@1.json: <top>: schema: at idempotencyKey: '' should be non-empty",
+        "registry/definitions/merge-apply@1.json: <top>: schema: at releaseKeyOn/0: 'wait' does not match '^[A-Z][A-Z0-9_]*$'",
         "registry/event-types.json: factory.merge-apply.requested: missing_definition: target merge-apply@1 has no file in definitions/",
     ]
 
