@@ -63,7 +63,7 @@ class RunStatus(models.TextChoices):
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.CLAIMED, RunStatus.RUNNING)
 TERMINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.ABANDONED)
-#: The states in which a run holds its definition's barrier (docs/design.md §8): claimed and
+#: The states in which a run holds its definition's barrier (docs/design.md §7, Barriers): claimed and
 #: running, and ``interrupted`` — an attempt cut off midway may have done part of its work,
 #: so nothing behind the same barrier starts until an operator resolves it.
 BARRIER_HOLDING_STATUSES = ("claimed", "running", "interrupted")
@@ -186,7 +186,7 @@ class Run(models.Model):
     loop_key = models.CharField(max_length=100, null=True, blank=True)
     # Set for singleton loops: the loop name, or "<loop> <key>" for keyed loops.
     singleton_key = models.CharField(max_length=170, null=True, blank=True)
-    # The definition's barrier (e.g. "merge"): one run per barrier claimed or running at a time.
+    # The definition's barrier (e.g. "merge"): one run per barrier claimed, running or interrupted.
     barrier = models.CharField(max_length=63, null=True, blank=True)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
     attempt = models.PositiveIntegerField(default=0)
@@ -233,7 +233,7 @@ class Run(models.Model):
                 fields=["idempotency_key"], condition=Q(key_released_at__isnull=True), name="run_one_per_held_key"
             ),
             # Spec §14's global one-merge barrier, in the database: a second claim behind a held
-            # barrier fails whatever the claim's own check saw (docs/design.md §8).
+            # barrier fails whatever the claim's own check saw (docs/design.md §7, Barriers).
             models.UniqueConstraint(
                 fields=["barrier"], condition=Q(status__in=BARRIER_HOLDING_STATUSES), name="run_one_per_barrier"
             ),

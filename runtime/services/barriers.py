@@ -1,4 +1,4 @@
-"""Global barriers: at most one run per barrier claimed, running or interrupted (docs/design.md §8).
+"""Global barriers: at most one run per barrier claimed, running or interrupted (docs/design.md §7, Barriers).
 
 A definition that declares ``"barrier": "merge"`` (spec §14's global one-merge barrier)
 puts the barrier on its runs. A queued run whose barrier another run holds is not
