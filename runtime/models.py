@@ -63,6 +63,10 @@ class RunStatus(models.TextChoices):
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.CLAIMED, RunStatus.RUNNING)
 TERMINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.ABANDONED)
+#: The states in which a run holds its definition's barrier (docs/design.md §7, Barriers): claimed and
+#: running, and ``interrupted`` — an attempt cut off midway may have done part of its work,
+#: so nothing behind the same barrier starts until an operator resolves it.
+BARRIER_HOLDING_STATUSES = ("claimed", "running", "interrupted")
 
 
 class Event(models.Model):
@@ -118,15 +122,21 @@ class Event(models.Model):
 
 
 class Proposal(models.Model):
-    """A planned event waiting for (or past) a decision; unique per idempotency key (docs/design.md §7)."""
+    """A planned event waiting for (or past) a decision; unique per held idempotency key (docs/design.md §7).
+
+    A proposal holds its key until ``key_released_at`` is set (rejected, or its run failed,
+    was abandoned or was closed): then the same key can be planned again.
+    """
 
     event = models.OneToOneField(Event, on_delete=models.PROTECT, related_name="proposal")
-    idempotency_key = models.CharField(max_length=400, unique=True)
+    idempotency_key = models.CharField(max_length=400)
+    key_released_at = models.DateTimeField(null=True, blank=True)
     loop = models.CharField(max_length=63, null=True, blank=True)
     loop_key = models.CharField(max_length=100, null=True, blank=True)
     catch_up = models.CharField(max_length=8, blank=True, default="")
-    # The run's singleton key, fixed at planning so approval needs no registry lookup.
+    # The run's singleton key and barrier, fixed at planning so approval needs no registry lookup.
     singleton_key = models.CharField(max_length=170, null=True, blank=True)
+    barrier = models.CharField(max_length=63, null=True, blank=True)
     definition = models.CharField(max_length=100)
     status = models.CharField(max_length=16, choices=ProposalStatus.choices, default=ProposalStatus.PENDING)
     plan = models.JSONField()
@@ -147,6 +157,10 @@ class Proposal(models.Model):
             models.Index(fields=["loop", "loop_key", "id"], condition=Q(status="pending"), name="proposal_pending_idx"),
         ]
         constraints = [
+            # One proposal holds a key at a time, whatever door or chain planned it (docs/design.md §7.2).
+            models.UniqueConstraint(
+                fields=["idempotency_key"], condition=Q(key_released_at__isnull=True), name="proposal_one_per_held_key"
+            ),
             models.CheckConstraint(
                 condition=~Q(status="pending") | Q(decided_at__isnull=True), name="proposal_pending_undecided"
             ),
@@ -164,12 +178,16 @@ class Run(models.Model):
 
     proposal = models.OneToOneField(Proposal, on_delete=models.PROTECT, related_name="run")
     event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="runs")
-    idempotency_key = models.CharField(max_length=400, unique=True)
+    # The proposal's key, released with it.
+    idempotency_key = models.CharField(max_length=400)
+    key_released_at = models.DateTimeField(null=True, blank=True)
     definition = models.CharField(max_length=100)
     loop = models.CharField(max_length=63, null=True, blank=True)
     loop_key = models.CharField(max_length=100, null=True, blank=True)
     # Set for singleton loops: the loop name, or "<loop> <key>" for keyed loops.
     singleton_key = models.CharField(max_length=170, null=True, blank=True)
+    # The definition's barrier (e.g. "merge"): one run per barrier claimed, running or interrupted.
+    barrier = models.CharField(max_length=63, null=True, blank=True)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
     attempt = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField()
@@ -198,6 +216,8 @@ class Run(models.Model):
         indexes = [
             # The workers' queue.
             models.Index(fields=["id"], condition=Q(status="queued"), name="run_queued_idx"),
+            # The claim's check of a held barrier.
+            models.Index(fields=["barrier", "status"], condition=Q(barrier__isnull=False), name="run_barrier_idx"),
             # Lease expiry sweep over claimed and running runs.
             models.Index(fields=["lease_expires_at"], condition=Q(status__in=["claimed", "running"]), name="run_leased_idx"),
         ]
@@ -208,6 +228,14 @@ class Run(models.Model):
                 fields=["singleton_key"],
                 condition=Q(status__in=["queued", "claimed", "running"]),
                 name="run_one_active_per_singleton",
+            ),
+            models.UniqueConstraint(
+                fields=["idempotency_key"], condition=Q(key_released_at__isnull=True), name="run_one_per_held_key"
+            ),
+            # Spec §14's global one-merge barrier, in the database: a second claim behind a held
+            # barrier fails whatever the claim's own check saw (docs/design.md §7, Barriers).
+            models.UniqueConstraint(
+                fields=["barrier"], condition=Q(status__in=BARRIER_HOLDING_STATUSES), name="run_one_per_barrier"
             ),
             models.CheckConstraint(condition=Q(attempt__lte=F("max_attempts")), name="run_attempt_within_budget"),
             models.CheckConstraint(

@@ -182,7 +182,7 @@ outcomes:
     - results:
         - outcome: PR_OPEN
           summary: opened PR 7
-          data: {{prNumber: 7}}
+          data: {{prNumber: 7, headSha: {SHA}}}
   merge-scan@1:
     - when: {{prNumbers: [7]}}
       results:

@@ -43,5 +43,5 @@ def uninstall(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("runtime", "0004_rename_event_ids")]
+    dependencies = [("runtime", "0006_domain_idempotency")]
     operations = [migrations.RunPython(install, uninstall)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .keys import KeyTemplateError, parse_key_template
 from .model import APPROVALS, CLOSED_PLACEHOLDERS, PLACEHOLDER, Definition, Edge, EdgeEmit, EventType
 
 if TYPE_CHECKING:
@@ -24,8 +25,9 @@ OUTPUT_CONTRACTS = ("factory.command-result/v1",)
 def read_definitions(load: Load) -> dict[str, Definition]:
     """``registry/definitions/<id>@<version>.json`` as ``ref → Definition``.
 
-    Rules: the file's shape (``schema``), its name (``definition_name_mismatch``), and
-    those of ``check_definition``; a definition's schemas must exist and be valid.
+    Rules: the file's shape (``schema``), its name (``definition_name_mismatch``), those
+    of ``check_definition`` and ``check_key_template``; a definition's schemas must exist
+    and be valid.
     """
     result: dict[str, Definition] = {}
     for path in load.glob(load.registry_dir / "definitions"):
@@ -37,6 +39,9 @@ def read_definitions(load: Load) -> dict[str, Definition]:
             load.error(path, ref, "definition_name_mismatch", f"the file of {ref} must be named {ref}.json")
             continue
         check_definition(load, path, ref, data)
+        input_schema = load.load_schema_file(data["inputSchema"], path, ref) if "inputSchema" in data else None
+        if "idempotencyKey" in data and (input_schema is not None or "inputSchema" not in data):
+            check_key_template(load, path, ref, data["idempotencyKey"], input_schema)
         result[ref] = Definition(
             id=data["id"],
             version=data["version"],
@@ -45,14 +50,38 @@ def read_definitions(load: Load) -> dict[str, Definition]:
             capture_stdout=data.get("captureStdout"),
             output_contract=data["output_contract"],
             mutating=data["mutating"],
-            input_schema=load.load_schema_file(data["inputSchema"], path, ref) if "inputSchema" in data else None,
+            input_schema=input_schema,
             output_schema=load.load_schema_file(data["outputSchema"], path, ref) if "outputSchema" in data else None,
             timeout_seconds=data["timeoutSeconds"],
             max_attempts=data["maxAttempts"],
             allow_scheduled=data.get("allowScheduled", False),
             builtin=data.get("builtin"),
+            idempotency_key=data.get("idempotencyKey"),
+            release_key_on=tuple(data.get("releaseKeyOn", ())),
+            barrier=data.get("barrier"),
         )
     return result
+
+
+def check_key_template(load: Load, path: Path, ref: str, template: str, input_schema: dict | None) -> None:
+    """``idempotency_key_malformed`` (``runtime.registry.keys.parse_key_template``) and
+    ``idempotency_key_unknown_field``: a field the definition's input schema does not
+    declare under ``properties``, so no valid input could ever carry it (DESIGN §7.2).
+    A broken input schema is reported by itself and not checked against."""
+    try:
+        fields = parse_key_template(template)
+    except KeyTemplateError as exc:
+        load.error(path, ref, "idempotency_key_malformed", f"idempotencyKey {template!r} is not a key template: {exc}")
+        return
+    declared = (input_schema or {}).get("properties", {})
+    for name in fields:
+        if name not in declared:
+            load.error(
+                path, ref, "idempotency_key_unknown_field",
+                f"idempotencyKey names {{payload.{name}}}, which "
+                + ("its inputSchema does not declare under properties" if input_schema is not None
+                   else "no input can carry: the definition has no inputSchema"),
+            )
 
 
 def check_definition(load: Load, path: Path, ref: str, data: dict) -> None:

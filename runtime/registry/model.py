@@ -96,6 +96,12 @@ class Definition:
     allow_scheduled: bool
     #: The report a ``builtin`` definition runs in the worker (``health``), else None.
     builtin: str | None = None
+    #: The domain idempotency key template (``runtime.registry.keys``), or None: the default key.
+    idempotency_key: str | None = None
+    #: Outcomes of a succeeded run that release its key: no final answer for it (DESIGN §7.2).
+    release_key_on: tuple[str, ...] = ()
+    #: The global barrier its runs hold while claimed or running, or None (DESIGN §8).
+    barrier: str | None = None
 
     @property
     def ref(self) -> str:

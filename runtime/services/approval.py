@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from lib.refusals import Refused
 from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run
 
+from .idempotency import release_idempotency_key
 from .journal import record
 from .runs import queue_run
 
@@ -91,7 +92,11 @@ def approve_proposal(
 
 
 def _supersede_older(proposal: Proposal, user, now: datetime) -> None:
-    """Running an idempotent loop once now equals running it for every stale slot (docs/design.md §7)."""
+    """Running an idempotent loop once now equals running it for every stale slot (docs/design.md §7).
+
+    A superseded proposal keeps its key: its slot is covered by the approved run, so a
+    replay of that slot must stay a duplicate (docs/design.md §7.2).
+    """
     older = list(
         Proposal.objects.filter(
             loop=proposal.loop, loop_key=proposal.loop_key, status=ProposalStatus.PENDING, id__lt=proposal.id
@@ -115,7 +120,9 @@ def reject_proposal(
 ) -> Proposal:
     """Reject a pending proposal as ``user`` with an optional note; returns the proposal.
 
-    Raises ApprovalRefused with reason ``permission_denied``, ``not_found`` or ``not_pending``.
+    The proposal releases its idempotency key (journaled ``idempotency_key_released``), so
+    a later event with the same key is planned again (docs/design.md §7.2). Raises
+    ApprovalRefused with reason ``permission_denied``, ``not_found`` or ``not_pending``.
     """
     _check_permission(user)
     with transaction.atomic():
@@ -131,4 +138,5 @@ def reject_proposal(
             "proposal_rejected", Actor.OPERATOR, at=now, actor_name=user.get_username(),
             event=proposal.event, proposal=proposal, data=_decision_data(via, os_user, note),
         )
+        release_idempotency_key(proposal, reason="rejected", now=now)
     return proposal

@@ -3,7 +3,7 @@
 ``plan_next_event`` handles one event, the oldest unplanned one, in one transaction;
 the slot loop calls it until it returns None. Two planners cannot plan one event
 twice: the event is claimed with a compare-and-swap on ``planned_at``, and proposals
-and runs are unique on their idempotency key.
+and runs are unique on the idempotency keys they hold (``runtime.services.idempotency``).
 """
 
 import logging
@@ -30,6 +30,7 @@ from runtime.models import (
 from runtime.registry import Definition, Registry, get_registry
 from runtime.registry.model import PLACEHOLDER, fill_argv
 
+from .idempotency import KEY_MAX_LENGTH, idempotency_key, key_held
 from .journal import record
 from .runs import queue_run
 
@@ -60,14 +61,6 @@ class PlanRenderError(Refused):
 
     def __init__(self, detail: str):
         super().__init__("plan_render_failed", detail)
-
-
-def idempotency_key(event: Event) -> str:
-    """``<loop>:<slot>`` (``<loop>:<key>:<slot>``) for ticks, else the eventId (docs/design.md §7.2)."""
-    if event.is_tick:
-        slot = event.payload["slot"]
-        return f"{event.loop}:{event.loop_key}:{slot}" if event.loop_key else f"{event.loop}:{slot}"
-    return event.uid
 
 
 def singleton_key(loop: str, key: str | None) -> str:
@@ -209,8 +202,10 @@ def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
         errors = [e.message for e in Validator(definition.input_schema).iter_errors(event.payload)]
         if errors:
             return _finish(event, PlanningOutcome.REFUSED, "input_schema_violation", now, {"errors": errors[:10]})
-    key = idempotency_key(event)
-    if Proposal.objects.filter(idempotency_key=key).exists():
+    key = idempotency_key(event, definition)
+    if len(key) > KEY_MAX_LENGTH:
+        return _finish(event, PlanningOutcome.REFUSED, "idempotency_key_too_long", now, {"length": len(key)})
+    if key_held(key):
         return _finish(event, PlanningOutcome.NOOP, "duplicate_idempotency_key", now, {"idempotencyKey": key})
     single = singleton_key(loop.name, event.loop_key) if loop is not None and loop.singleton else None
     if single and Run.objects.filter(singleton_key=single, status__in=ACTIVE_RUN_STATUSES).exists():
@@ -231,6 +226,7 @@ def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
                 loop_key=event.loop_key if loop else None,
                 catch_up=loop.catch_up if loop else "",
                 singleton_key=single,
+                barrier=definition.barrier,
                 definition=definition.ref,
                 status=ProposalStatus.APPROVED if auto else ProposalStatus.PENDING,
                 plan=plan,

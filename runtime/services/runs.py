@@ -8,14 +8,16 @@ No transaction here is held across a subprocess or any other I/O.
 import logging
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 
 from runtime.adapters.base import RunResult
 from runtime.models import Actor, Event, Proposal, Run, RunStatus
 from runtime.registry import Registry, get_registry
 
+from .barriers import barrier_free, lost_barrier_race
 from .chains import ChainBroken, chain_envelopes
+from .idempotency import release_after_finish, release_idempotency_key
 from .journal import record
 from .outbox import write_outbox
 
@@ -39,6 +41,7 @@ def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -
         loop=proposal.loop,
         loop_key=proposal.loop_key,
         singleton_key=proposal.singleton_key,
+        barrier=proposal.barrier,
         max_attempts=plan["maxAttempts"],
         timeout_seconds=plan["timeoutSeconds"],
         plan=plan,
@@ -64,33 +67,41 @@ def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | N
     """Claim the oldest queued run for ``worker`` with a lease until ``now + lease_seconds``.
 
     Returns the claimed run (attempt already counted) or None when the queue is empty.
-    PostgreSQL locks the row with ``SELECT … FOR UPDATE SKIP LOCKED``; SQLite, which
-    ignores row locks, claims with a compare-and-swap update and tries the next row
-    when another worker won.
+    A run whose barrier another run holds waits (``runtime.services.barriers``).
+    PostgreSQL locks the row with ``SELECT … FOR UPDATE SKIP LOCKED`` and tries again when
+    another worker took the same barrier first; SQLite, which ignores row locks, claims
+    with a compare-and-swap update and tries the next row when another worker won.
     """
     lease_until = now + timedelta(seconds=lease_seconds)
     changes = dict(
         status=RunStatus.CLAIMED, attempt=F("attempt") + 1, claimed_at=now, lease_expires_at=lease_until, worker=worker
     )
     if connection.vendor == "postgresql":
-        with transaction.atomic(durable=True):
-            run_id = (
-                Run.objects.select_for_update(skip_locked=True)
-                .filter(status=RunStatus.QUEUED)
-                .order_by("id")
-                .values_list("id", flat=True)
-                .first()
-            )
-            if run_id is None:
-                return None
-            Run.objects.filter(pk=run_id).update(**changes)
-            return _journal_claim(run_id, worker, now)
+        while True:
+            try:
+                with transaction.atomic(durable=True):
+                    run_id = (
+                        Run.objects.select_for_update(skip_locked=True)
+                        .filter(barrier_free(), status=RunStatus.QUEUED)
+                        .order_by("id")
+                        .values_list("id", flat=True)
+                        .first()
+                    )
+                    if run_id is None:
+                        return None
+                    Run.objects.filter(pk=run_id).update(**changes)
+                    return _journal_claim(run_id, worker, now)
+            except IntegrityError:
+                if not lost_barrier_race(run_id):
+                    raise
     while True:
-        run_id = Run.objects.filter(status=RunStatus.QUEUED).order_by("id").values_list("id", flat=True).first()
+        run_id = (
+            Run.objects.filter(barrier_free(), status=RunStatus.QUEUED).order_by("id").values_list("id", flat=True).first()
+        )
         if run_id is None:
             return None
         with transaction.atomic():
-            if Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(**changes):
+            if Run.objects.filter(barrier_free(), pk=run_id, status=RunStatus.QUEUED).update(**changes):
                 return _journal_claim(run_id, worker, now)
 
 
@@ -130,7 +141,9 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
     Only succeeded runs chain: a failed one (a non-zero exit, an output contract
     violation) emits nothing. A chain whose pointer finds nothing emits nothing at all,
     leaves the run's status as its result says with reason ``chain_broken``, and is
-    journaled as ``chain_broken``. Returns False when this worker no longer held the run.
+    journaled as ``chain_broken``. A failed run, or one that succeeded with an outcome its
+    definition lists in ``releaseKeyOn``, releases its idempotency key (docs/design.md §7.2).
+    Returns False when this worker no longer held the run.
     """
     status = RunStatus.SUCCEEDED if result.succeeded else RunStatus.FAILED
     envelopes: list[dict] = []
@@ -167,6 +180,7 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
         )
         if broken:
             record("chain_broken", Actor.CHAIN, at=now, run=run, data={"outcome": result.outcome, "problems": broken.problems})
+        release_after_finish(run, status, result.outcome, now=now, registry=registry)
         write_outbox(run, envelopes, now=now)
     logger.info(
         "run %s %s: %s %s", run.pk, status, result.outcome, result.reason,
@@ -183,8 +197,9 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
 def fail_attempt(run_id: int, *, reason: str, now: datetime, expected_status=LEASED_STATUSES, worker: str | None = None) -> str | None:
     """Count a failed attempt (lease expired, time-out): requeue within budget, else abandon.
 
-    Returns the new status (``queued`` or ``abandoned``), or None when the run was no
-    longer in ``expected_status`` (someone else moved it first).
+    An abandoned run releases its idempotency key (docs/design.md §7.2). Returns the new
+    status (``queued`` or ``abandoned``), or None when the run was no longer in
+    ``expected_status`` (someone else moved it first).
     """
     with transaction.atomic():
         run = Run.objects.filter(pk=run_id).first()
@@ -201,6 +216,8 @@ def fail_attempt(run_id: int, *, reason: str, now: datetime, expected_status=LEA
             "run_requeued" if retry else "run_abandoned", Actor.SYSTEM, at=now, run=run,
             data={"reason": reason, "attempt": run.attempt, "maxAttempts": run.max_attempts},
         )
+        if not retry:
+            release_idempotency_key(run.proposal, reason="abandoned", now=now)
     log = logger.warning if retry else logger.error
     log(
         "run %s attempt %s/%s failed (%s): %s", run.pk, run.attempt, run.max_attempts, reason, new_status,

@@ -57,7 +57,7 @@ def test_one_injected_event_closes_the_loop_to_a_merged_pr_with_two_approvals(fa
         **common, "eventId": work_again, "type": "factory.work.requested", "payload": {"repo": "alpha"},
     }
     assert envelope_of(merge_request) == {
-        **common, "eventId": merge_request, "type": "factory.merge.requested", "payload": {"repo": "alpha", "prNumbers": [7]},
+        **common, "eventId": merge_request, "type": "factory.merge.requested", "payload": {"repo": "alpha", "prNumbers": [7], "headSha": SHA},
     }
 
     step("2026-11-30T10:04:00Z")                                  # work-scan NO_WORK; merge-scan MERGE

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 PR_OPEN_ONLY = """
 outcomes:
   dispatch@1:
-    - results: [{outcome: PR_OPEN, data: {prNumber: 7}}]
+    - results: [{outcome: PR_OPEN, data: {prNumber: 7, headSha: 3f786850e387550fdab836ed7e6dc881de23001b}}]
 """
 
 

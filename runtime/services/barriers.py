@@ -1,0 +1,31 @@
+"""Global barriers: at most one run per barrier claimed, running or interrupted (docs/design.md §7, Barriers).
+
+A definition that declares ``"barrier": "merge"`` (spec §14's global one-merge barrier)
+puts the barrier on its runs. A queued run whose barrier another run holds is not
+claimable: it waits in the queue, in order, and is claimed once the holder ends. The
+claim's check is ``barrier_free``; the database has the last word (the partial unique
+constraint ``run_one_per_barrier``), so two workers that both saw the barrier free cannot
+both hold it: on PostgreSQL the second claim's update fails with IntegrityError once the
+first commits (``lost_barrier_race`` tells that failure from any other), and on SQLite,
+whose writes are serial, the compare-and-swap update filtered by ``barrier_free`` claims
+nothing.
+"""
+
+from django.db.models import Exists, OuterRef, Q
+
+from runtime.models import BARRIER_HOLDING_STATUSES, Run
+
+
+def barrier_free() -> Q:
+    """Runs without a barrier, or whose barrier no claimed, running or interrupted run holds."""
+    held = Run.objects.filter(barrier=OuterRef("barrier"), status__in=BARRIER_HOLDING_STATUSES)
+    return Q(barrier__isnull=True) | ~Exists(held)
+
+
+def lost_barrier_race(run_id: int) -> bool:
+    """Whether run ``run_id`` has a barrier that another run holds now: a claim of it that
+    failed the database's constraint lost the race to that run."""
+    barrier = Run.objects.filter(pk=run_id).values_list("barrier", flat=True).first()
+    return barrier is not None and (
+        Run.objects.filter(barrier=barrier, status__in=BARRIER_HOLDING_STATUSES).exclude(pk=run_id).exists()
+    )

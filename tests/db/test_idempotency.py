@@ -1,0 +1,185 @@
+"""Domain idempotency across doors: one proposal per held key, released on a dead end (docs/design.md §7.2)."""
+
+from datetime import timedelta
+
+import pytest
+
+from runtime.models import Door, Event, JournalEntry, Proposal, Run
+from runtime.services.admission import admit_event
+from runtime.services.approval import approve_proposal, reject_proposal
+from runtime.services.planning import plan_pending
+from runtime.services.runs import claim_next_run, expire_leases
+from tests.conftest import SHA, at
+from tests.helpers import inject, step, tick
+
+pytestmark = pytest.mark.django_db
+
+NOW = at("2026-11-30T10:00:00Z")
+KEY = f"merge-apply:alpha:7:{SHA}"
+APPLY = {"repo": "alpha", "prNumber": 7, "headSha": SHA, "evidence": {"prNumber": 7, "headSha": SHA}}
+
+
+def through_events_door(event_id: str, type_: str, payload: dict):
+    return admit_event({
+        "schemaVersion": "factory.event/v1", "eventId": event_id, "type": type_, "source": "bridge",
+        "subject": payload["repo"], "occurredAt": "2026-11-30T10:00:00Z", "correlationId": event_id, "payload": payload,
+    }, door=Door.EVENTS, now=NOW)
+
+
+def planning_of(event_id: str) -> tuple[str, str]:
+    event = Event.objects.get(uid=event_id)
+    return event.planning_outcome, event.planning_reason
+
+
+def released(event_id: str) -> list[tuple[str, str, dict]]:
+    return [
+        (e.action, e.actor, e.data)
+        for e in JournalEntry.objects.filter(action="idempotency_key_released", event__uid=event_id)
+    ]
+
+
+def test_the_same_key_through_two_doors_is_one_proposal_and_a_recorded_noop(registry_files):
+    inject("op-merge-7", "factory.merge-apply.requested", APPLY)
+    through_events_door("bridge-merge-7", "factory.merge-apply.requested", APPLY)
+    assert plan_pending(now=NOW) == 2
+    assert (planning_of("op-merge-7"), planning_of("bridge-merge-7")) == (
+        ("PROPOSED", ""), ("NOOP", "duplicate_idempotency_key"),
+    )
+    assert list(Proposal.objects.values_list("event__uid", "idempotency_key", "status")) == [
+        ("op-merge-7", KEY, "pending"),
+    ]
+    noop = JournalEntry.objects.get(action="event_noop")
+    assert (noop.event.uid, noop.actor, noop.data) == (
+        "bridge-merge-7", "system", {"reason": "duplicate_idempotency_key", "idempotencyKey": KEY},
+    )
+
+
+def test_a_template_is_skipped_when_a_field_is_missing_and_the_event_keeps_its_own_key(registry_files):
+    inject("sweep-1", "factory.merge.requested", {"repo": "alpha"})
+    inject("sweep-2", "factory.merge.requested", {"repo": "alpha"})
+    inject("scoped-1", "factory.merge.requested", {"repo": "alpha", "prNumbers": [7]})
+    inject("pinned-1", "factory.merge.requested", {"repo": "alpha", "prNumbers": [7], "headSha": SHA})
+    plan_pending(now=NOW)
+    assert list(Proposal.objects.order_by("id").values_list("event__uid", "idempotency_key", "status")) == [
+        ("sweep-1", "sweep-1", "approved"),
+        ("sweep-2", "sweep-2", "approved"),
+        ("scoped-1", "scoped-1", "approved"),
+        ("pinned-1", f"merge-scan:alpha:7:{SHA}", "approved"),
+    ]
+
+
+def test_a_tick_keeps_its_loop_and_slot_even_when_its_payload_fills_the_template(repos):
+    repos.write_config("schedule.yaml", (
+        "schedules:\n  heartbeat:\n    enabled: false\n"
+        f"  merge-hello:\n    payload:\n      prNumbers: [7]\n      headSha: {SHA}\n"
+    ))
+    tick("2026-11-30T10:00:10Z")
+    proposal = Proposal.objects.get(loop="merge-hello")
+    assert (proposal.idempotency_key, proposal.event.payload["headSha"]) == ("merge-hello:2026-11-30T10:00:00Z", SHA)
+
+
+def test_a_rejected_proposal_releases_its_key_and_the_next_event_proposes_again(registry_files, approver):
+    inject("op-merge-7", "factory.merge-apply.requested", APPLY)
+    plan_pending(now=NOW)
+    first = Proposal.objects.get()
+    reject_proposal(first.pk, user=approver, now=NOW + timedelta(minutes=1), note="not yet")
+    assert released("op-merge-7") == [
+        ("idempotency_key_released", "system", {"idempotencyKey": KEY, "reason": "rejected"}),
+    ]
+    first.refresh_from_db()
+    assert (first.status, first.key_released_at) == ("rejected", NOW + timedelta(minutes=1))
+
+    through_events_door("bridge-merge-7", "factory.merge-apply.requested", APPLY)
+    plan_pending(now=NOW + timedelta(minutes=2))
+    assert planning_of("bridge-merge-7") == ("PROPOSED", "")
+    assert list(Proposal.objects.order_by("id").values_list("event__uid", "idempotency_key", "status")) == [
+        ("op-merge-7", KEY, "rejected"), ("bridge-merge-7", KEY, "pending"),
+    ]
+    inject("op-merge-7-again", "factory.merge-apply.requested", APPLY)
+    plan_pending(now=NOW + timedelta(minutes=3))
+    assert planning_of("op-merge-7-again") == ("NOOP", "duplicate_idempotency_key")
+
+
+def test_a_failed_run_releases_its_key_and_the_same_merge_can_be_proposed_and_run_again(fake_agents, approver):
+    fake_agents.write_config("fake-outcomes.yaml", (
+        "outcomes:\n  merge-apply@1:\n    - results:\n"
+        "        - {outcome: FAILED, summary: the merge conflicted, exitCode: 1}\n"
+        "        - {outcome: MERGED}\n"
+    ))
+    inject("op-merge-7", "factory.merge-apply.requested", APPLY)
+    step("2026-11-30T10:00:00Z")
+    approve_proposal(Proposal.objects.get().pk, user=approver, now=at("2026-11-30T10:00:30Z"))
+    step("2026-11-30T10:01:00Z")
+    run = Run.objects.get()
+    assert (run.status, run.outcome, run.key_released_at) == ("failed", "FAILED", at("2026-11-30T10:01:00Z"))
+    assert released("op-merge-7") == [
+        ("idempotency_key_released", "system", {"idempotencyKey": KEY, "reason": "failed"}),
+    ]
+    actions = list(JournalEntry.objects.filter(event__uid="op-merge-7").order_by("id").values_list("action", flat=True))
+    assert actions[-2:] == ["run_failed", "idempotency_key_released"]
+
+    inject("op-merge-7-retry", "factory.merge-apply.requested", APPLY, instant="2026-11-30T10:02:00Z")
+    step("2026-11-30T10:02:00Z")
+    second = Proposal.objects.get(event__uid="op-merge-7-retry")
+    assert (second.idempotency_key, second.status) == (KEY, "pending")
+    approve_proposal(second.pk, user=approver, now=at("2026-11-30T10:02:30Z"))
+    step("2026-11-30T10:03:00Z")
+    assert list(Run.objects.order_by("id").values_list("idempotency_key", "status", "outcome")) == [
+        (KEY, "failed", "FAILED"), (KEY, "succeeded", "MERGED"),
+    ]
+    inject("op-merge-7-late", "factory.merge-apply.requested", APPLY, instant="2026-11-30T10:04:00Z")
+    step("2026-11-30T10:04:00Z")
+    assert planning_of("op-merge-7-late") == ("NOOP", "duplicate_idempotency_key")
+
+
+def test_an_abandoned_run_releases_its_key(registry_files, approver):
+    inject("op-merge-7", "factory.merge-apply.requested", APPLY)
+    plan_pending(now=NOW)
+    approve_proposal(Proposal.objects.get().pk, user=approver, now=NOW)
+    claim_next_run(worker="w1", now=NOW, lease_seconds=60)
+    assert expire_leases(now=NOW + timedelta(seconds=61)) == 1
+    run = Run.objects.get()
+    assert (run.status, run.reason, run.key_released_at) == ("abandoned", "lease_expired", NOW + timedelta(seconds=61))
+    assert released("op-merge-7") == [
+        ("idempotency_key_released", "system", {"idempotencyKey": KEY, "reason": "abandoned"}),
+    ]
+    through_events_door("bridge-merge-7", "factory.merge-apply.requested", APPLY)
+    plan_pending(now=NOW + timedelta(minutes=2))
+    assert planning_of("bridge-merge-7") == ("PROPOSED", "")
+
+
+def test_a_superseded_proposal_keeps_its_key(registry_files, approver):
+    registry_files.write_config("schedule.yaml", "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n")
+    tick("2026-11-30T21:00:10Z")
+    tick("2026-11-30T22:00:10Z")
+    older, newer = Proposal.objects.order_by("id")
+    approve_proposal(newer.pk, user=approver, now=at("2026-11-30T22:01:00Z"))
+    older.refresh_from_db()
+    assert (older.status, older.key_released_at) == ("superseded", None)
+    assert not JournalEntry.objects.filter(action="idempotency_key_released").exists()
+
+
+def test_a_filled_key_too_long_for_the_table_is_refused_with_its_length(registry_files):
+    registry_files.write("schemas/note.json", {"type": "object", "properties": {"text": {"type": "string"}}})
+    registry_files.write("definitions/note@1.json", {
+        "id": "note", "version": 1, "adapter": "command", "command": ["{python}", "-c", "print('note')"],
+        "output_contract": "factory.command-result/v1", "mutating": False, "inputSchema": "note.json",
+        "idempotencyKey": "note:{payload.text}", "timeoutSeconds": 30, "maxAttempts": 1,
+    })
+    registry_files.update("event-types.json", lambda types: types.__setitem__("note.requested", {"target": "note@1"}))
+    inject("note-1", "note.requested", {"text": "x" * 396})
+    inject("note-2", "note.requested", {"text": "x" * 395})
+    plan_pending(now=NOW)
+    assert (planning_of("note-1"), planning_of("note-2")) == (("REFUSED", "idempotency_key_too_long"), ("PROPOSED", ""))
+    refused = JournalEntry.objects.get(action="event_refused")
+    assert (refused.event.uid, refused.data) == ("note-1", {"reason": "idempotency_key_too_long", "length": 401})
+    assert Proposal.objects.get().idempotency_key == "note:" + "x" * 395
+
+
+def test_a_sweep_tick_that_answers_wait_keeps_its_slot_key(fake_agents):
+    fake_agents.write_config("repos.yaml", "repos:\n  - name: hello\n    github: Codertocat/Hello-World\n    base: master\n")
+    step("2026-11-30T10:00:10Z")
+    step("2026-11-30T10:01:00Z")
+    run = Run.objects.get(loop="merge-hello")
+    assert (run.status, run.outcome, run.key_released_at) == ("succeeded", "WAIT", None)
+    assert not JournalEntry.objects.filter(action="idempotency_key_released").exists()
