@@ -12,7 +12,6 @@ Statuses: 202 admitted, 200 duplicate or ignored, 401 ``{error, detail}`` not au
 """
 
 from django.conf import settings
-from django.utils import timezone
 from rest_framework.exceptions import APIException
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import AllowAny
@@ -33,6 +32,7 @@ from intake.services import receive_github_delivery
 from intake.signatures import verify_factory_signature, verify_github_signature
 from lib.json_text import decode_json
 from lib.refusals import Refused
+from runtime import clock
 from runtime.models import Door
 from runtime.registry import RegistryInvalid
 from runtime.services.admission import Admission, AdmissionRefused, admit_event
@@ -91,7 +91,7 @@ class EventsView(IntakeView):
     """``POST /events``: a signed ``factory.event/v1`` envelope, admitted through the ``events`` door."""
 
     def post(self, request):
-        now = timezone.now()
+        now = clock.database_now()
         http = request._request  # the Django request: its stream is read once, here
         try:
             body = read_body(http, EVENTS_MAX_BODY_BYTES)
@@ -117,7 +117,7 @@ class GitHubView(IntakeView):
     """``POST /github``: a GitHub webhook delivery, translated as docs/intake.md tables it, admitted through the ``github`` door."""
 
     def post(self, request):
-        now = timezone.now()
+        now = clock.database_now()
         http = request._request  # the Django request: its stream is read once, here
         try:
             body = read_body(http, GITHUB_MAX_BODY_BYTES)

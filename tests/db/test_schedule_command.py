@@ -13,7 +13,7 @@ from schedules.models import ScheduleState, SlotLoopStatus
 from tests.conftest import at
 from tests.helpers import many_loops, tick
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("host_clock_as_database_clock")]
 
 NOW = "2026-11-30T21:08:00Z"
 

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from tests.conftest import at
 from tests.helpers import many_loops, tick
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("host_clock_as_database_clock")]
 
 TOKEN = "a-long-random-api-token"
 ROUTES = ["/schedules", "/status"]

@@ -14,9 +14,9 @@ import shutil
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError
-from django.utils import timezone
 
 from ops.doctor import collect_status
+from runtime import clock
 from runtime.models import Proposal, ProposalStatus
 
 
@@ -27,7 +27,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         problems, data = [], {}
         try:
-            status = collect_status(now=timezone.now())
+            status = collect_status(now=clock.database_now())
             data["registryDigest"] = status["registryDigest"]
             data["runsQueued"] = status["runs"]["queued"]
             data["runsRunning"] = status["runs"]["running"]

@@ -20,11 +20,11 @@ import json
 from zoneinfo import ZoneInfo
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from lib.instants import InstantError, format_instant, parse_instant
 from ops.schedule_text import list_text, next_keyed_text, next_text, show_text, tick_text
 from ops.slot_loop import iterate
+from runtime import clock
 from runtime.models import Event
 from runtime.registry import RegistryInvalid, store
 from schedules.envelope import tick_envelope
@@ -73,7 +73,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            return self.act(options, timezone.now())
+            return self.act(options, clock.database_now())
         except RegistryInvalid as exc:
             for error in exc.errors:
                 self.stderr.write(str(error))
