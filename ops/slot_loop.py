@@ -35,11 +35,17 @@ class IterationReport:
     published: int = 0
 
 
-def iterate(*, now: datetime, record_status: bool = True) -> IterationReport:
-    """One iteration at ``now``: reload a changed registry, admit due ticks, publish the outbox, plan events."""
+def iterate(*, now: datetime, record_status: bool = True, at: datetime | None = None) -> IterationReport:
+    """One iteration at ``now`` (the database's instant): reload a changed registry, admit due
+    ticks, publish the outbox, plan events.
+
+    ``at``, a past instant (``schedule tick --at``), only decides which slots are due
+    (``schedules.ticks.emit_due_ticks``): publication and planning happen at ``now``, so
+    nothing unrelated to the ticks is stamped with a pretend time.
+    """
     store.refresh()
     registry = store.current()
-    ticks = emit_due_ticks(now=now, registry=registry)
+    ticks = emit_due_ticks(now=now, registry=registry, at=at)
     published = publish_outbox(now=now, registry=registry)
     planned = plan_pending(now=now, registry=registry)
     if record_status:
