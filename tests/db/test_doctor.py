@@ -48,6 +48,13 @@ def test_a_healthy_runtime_is_ok_and_doctor_exits_0(registry_files):
         "proposalPileUps": [],
         "registryInvalid": [],
         "runs": {"queued": 1, "running": 0},
+        "expiredLeases": [],
+        "interruptedRuns": [],
+        "starvedQueue": [],
+        "stuckLoops": [],
+        "futureLastSlot": [],
+        "clockSkew": [],
+        "processes": [],
     }
 
 
