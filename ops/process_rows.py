@@ -18,7 +18,6 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError, connection
@@ -52,12 +51,12 @@ def is_skewed(offset_seconds: float) -> bool:
     return abs(offset_seconds) > SKEW_WARNING_SECONDS
 
 
-def measure(host_clock: Callable[[], float] = time.time) -> tuple[datetime, float]:
-    """Read the database's clock once, between two readings of ``host_clock``;
+def measure() -> tuple[datetime, float]:
+    """Read the database's clock once, between two readings of this host's (``time.time``);
     returns ``(database instant, offset in seconds)``. Raises ``DatabaseError``."""
-    before = host_clock()
+    before = time.time()
     now = clock.database_now()
-    return now, clock_offset(before, now, host_clock())
+    return now, clock_offset(before, now, time.time())
 
 
 def register(role: str) -> ProcessRecord:
