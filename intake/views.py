@@ -91,10 +91,11 @@ class EventsView(IntakeView):
     """``POST /events``: a signed ``factory.event/v1`` envelope, admitted through the ``events`` door."""
 
     def post(self, request):
-        now = clock.database_now()
         http = request._request  # the Django request: its stream is read once, here
         try:
             body = read_body(http, EVENTS_MAX_BODY_BYTES)
+            # The one clock, read once the body is in: no database work for a body still arriving.
+            now = clock.database_now()
             verify_factory_signature(
                 settings.FACTORY_EVENTS_SECRET,
                 timestamp=http.headers.get("X-Factory-Timestamp"),
@@ -117,7 +118,6 @@ class GitHubView(IntakeView):
     """``POST /github``: a GitHub webhook delivery, translated as docs/intake.md tables it, admitted through the ``github`` door."""
 
     def post(self, request):
-        now = clock.database_now()
         http = request._request  # the Django request: its stream is read once, here
         try:
             body = read_body(http, GITHUB_MAX_BODY_BYTES)
@@ -131,6 +131,7 @@ class GitHubView(IntakeView):
             payload = decode_form_payload(body) if content_type == FORM_CONTENT_TYPE else decode_json(body)
         except Refused as exc:
             return _refused(exc)
+        now = clock.database_now()
         result = receive_github_delivery(
             http.headers.get("X-GitHub-Event"), http.headers.get("X-GitHub-Delivery"), payload,
             door=Door.GITHUB, now=now,

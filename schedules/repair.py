@@ -14,7 +14,7 @@ clock reaches that slot its eventId is a duplicate and nothing runs twice.
 """
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Max
@@ -31,20 +31,32 @@ from .models import KeyedRule, KeyedSchedule, ScheduleState
 logger = logging.getLogger(__name__)
 
 ACTION = "schedule_state_repaired"
+#: A last slot counts as in the future only this many seconds after ``now``: another slot
+#: loop may commit a slot that came just after this iteration read its ``now`` (two loops
+#: wake on the same second), and that slot is no clock step. A step back shorter than
+#: this silences a loop for at most this long.
+FUTURE_TOLERANCE_SECONDS = 10
+
+
+def future_limit(now: datetime) -> datetime:
+    """The latest last slot that is not in the future at ``now``. Pure."""
+    return now + timedelta(seconds=FUTURE_TOLERANCE_SECONDS)
 
 
 def future_last_slots(*, now: datetime) -> list[dict]:
-    """Every last slot after ``now``: ``{loop, key, lastSlot}``, loops first, then keyed rows
-    (by loop, key). Two queries; the keyed one runs on ``keyed_last_slot_idx``."""
-    states = ScheduleState.objects.filter(last_slot__gt=now).order_by("loop").values_list("loop", "last_slot")
-    rows = KeyedSchedule.objects.filter(last_slot__gt=now).order_by("loop", "key").values_list("loop", "key", "last_slot")
+    """Every last slot in the future at ``now``: ``{loop, key, lastSlot}``, loops first, then
+    keyed rows (by loop, key). Two queries; the keyed one runs on ``keyed_last_slot_idx``."""
+    limit = future_limit(now)
+    states = ScheduleState.objects.filter(last_slot__gt=limit).order_by("loop").values_list("loop", "last_slot")
+    rows = KeyedSchedule.objects.filter(last_slot__gt=limit).order_by("loop", "key").values_list("loop", "key", "last_slot")
     return [{"loop": loop, "key": None, "lastSlot": format_instant(slot)} for loop, slot in states] + [
         {"loop": loop, "key": key, "lastSlot": format_instant(slot)} for loop, key, slot in rows
     ]
 
 
 def repair_future_slots(registry: Registry, states: dict[str, ScheduleState], *, now: datetime) -> list[dict]:
-    """Repair every last slot after ``now`` to the current slot; returns the journal data of each repair.
+    """Repair every last slot in the future at ``now`` (``future_limit``) to the current slot;
+    returns the journal data of each repair.
 
     ``states`` (``read_states()``) is updated in place so that the iteration that repairs
     goes on with the repaired slots. A keyed row is repaired to its rule's slot at or
@@ -54,9 +66,11 @@ def repair_future_slots(registry: Registry, states: dict[str, ScheduleState], *,
     fresh. Each repair is a compare-and-swap with its journal entry in one transaction, so
     two slot loops repair (and journal) a slot once.
     """
-    repairs = [_repair_row(model, now) for model in KeyedSchedule.objects.filter(last_slot__gt=now).exclude(rule=KeyedRule.ONCE)]
+    limit = future_limit(now)
+    future_rows = KeyedSchedule.objects.filter(last_slot__gt=limit).exclude(rule=KeyedRule.ONCE)
+    repairs = [_repair_row(model, now) for model in future_rows]
     for state in states.values():
-        if state.last_slot is None or state.last_slot <= now or state.loop not in registry.loops:
+        if state.last_slot is None or state.last_slot <= limit or state.loop not in registry.loops:
             continue
         loop = registry.loops[state.loop]
         if loop.keyed is not None:

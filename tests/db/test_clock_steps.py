@@ -46,12 +46,19 @@ def test_a_future_last_slot_is_listed_then_repaired_to_the_current_slot_and_the_
     assert len(repairs()) == 1
 
 
-def test_a_slot_at_the_current_instant_is_not_in_the_future(registry_files):
+def test_a_slot_up_to_ten_seconds_ahead_is_another_slot_loops_fresh_tick_not_a_clock_step(registry_files):
     registry_files.write_config("schedule.yaml", HEARTBEAT_ONLY)
-    tick("2026-11-30T21:05:00Z")
-    assert collect_status(now=at("2026-11-30T21:05:00Z"))["futureLastSlot"] == []
-    tick("2026-11-30T21:05:00Z")
+    tick("2026-11-30T21:10:00Z")  # as if another slot loop's iteration had read its instant a little later
+    assert collect_status(now=at("2026-11-30T21:09:50Z"))["futureLastSlot"] == []
+    tick("2026-11-30T21:09:50Z")
     assert repairs() == []
+    assert collect_status(now=at("2026-11-30T21:09:49.999Z"))["futureLastSlot"] == [
+        {"loop": "heartbeat", "key": None, "lastSlot": "2026-11-30T21:10:00Z"},
+    ]
+    tick("2026-11-30T21:09:49.999Z")
+    assert [data for *_, data in repairs()] == [
+        {"loop": "heartbeat", "key": None, "futureSlot": "2026-11-30T21:10:00Z", "repairedSlot": "2026-11-30T21:05:00Z"},
+    ]
 
 
 def test_a_keyed_rows_future_last_slot_is_repaired_with_its_key(registry_files):
