@@ -13,7 +13,6 @@ Statuses: 202 admitted, 200 duplicate or ignored, 401 ``{error, detail}`` not au
 """
 
 from django.conf import settings
-from django.utils import timezone
 from rest_framework.exceptions import APIException
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import AllowAny
@@ -34,6 +33,7 @@ from intake.services import receive_github_delivery
 from intake.signatures import verify_factory_signature, verify_github_signature
 from lib.json_text import decode_json
 from lib.refusals import Refused
+from runtime import clock
 from runtime.models import Door
 from runtime.registry import RegistryInvalid
 from runtime.services.admission import Admission, AdmissionRefused, admit_event
@@ -95,10 +95,11 @@ class EventsView(IntakeView):
     """``POST /events``: a signed ``factory.event/v1`` envelope, admitted through the ``events`` door."""
 
     def post(self, request):
-        now = timezone.now()
         http = request._request  # the Django request: its stream is read once, here
         try:
             body = read_body(http, EVENTS_MAX_BODY_BYTES)
+            # The one clock, read once the body is in: no database work for a body still arriving.
+            now = clock.database_now()
             verify_factory_signature(
                 settings.FACTORY_EVENTS_SECRET,
                 timestamp=http.headers.get("X-Factory-Timestamp"),
@@ -121,7 +122,6 @@ class GitHubView(IntakeView):
     """``POST /github``: a GitHub webhook delivery, translated as docs/intake.md tables it, admitted through the ``github`` door."""
 
     def post(self, request):
-        now = timezone.now()
         http = request._request  # the Django request: its stream is read once, here
         try:
             body = read_body(http, GITHUB_MAX_BODY_BYTES)
@@ -135,6 +135,7 @@ class GitHubView(IntakeView):
             payload = decode_form_payload(body) if content_type == FORM_CONTENT_TYPE else decode_json(body)
         except Refused as exc:
             return _refused(exc)
+        now = clock.database_now()
         result = receive_github_delivery(
             http.headers.get("X-GitHub-Event"), http.headers.get("X-GitHub-Delivery"), payload,
             door=Door.GITHUB, now=now,

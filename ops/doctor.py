@@ -13,7 +13,12 @@ The anomalies, each named in ``anomalies`` when it stands:
 - ``proposalPileUps`` — a watched loop with more than ``FACTORY_PILEUP_THRESHOLD``
   pending proposals: mis-cadenced, or nobody is watching it;
 - ``registryInvalid`` — the registry or overlay on disk does not validate; the last good
-  registry stays in force (docs/design.md §4).
+  registry stays in force (docs/design.md §4);
+- ``expiredLeases``, ``interruptedRuns``, ``starvedQueue``, ``stuckLoops``,
+  ``futureLastSlot``, ``clockSkew`` — runs, loops and clocks (``ops.doctor_checks``).
+
+``processes`` lists the slot loops and workers seen recently (``ops.process_rows``); it is
+information, not an anomaly.
 """
 
 from datetime import datetime
@@ -26,12 +31,23 @@ from runtime.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from runtime.registry import Registry, RegistryError, RegistryInvalid, store
 from schedules.models import SlotLoopStatus
 from schedules.overview import LoopView, schedules_overview
+from schedules.repair import future_last_slots
 
+from .doctor_checks import (
+    clock_skew,
+    find_expired_leases,
+    find_interrupted_runs,
+    find_processes,
+    find_starved_queue,
+    find_stuck_loops,
+)
 from .slot_loop import LOOP_NAME
 
 #: The slot loop turns every second; a last iteration older than this means the clock
 #: has stopped (docs/design.md §11). Ten seconds leave room for a slow iteration or a busy database.
 SLOT_LOOP_STALE_SECONDS = 10
+#: The keys of runs, loops and clocks, in the order ``anomalies`` names them (docs/schedules.md).
+FINDINGS = ("expiredLeases", "interruptedRuns", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew")
 
 
 def status_document(
@@ -43,15 +59,20 @@ def status_document(
     last_iteration_at: datetime | None,
     runs: dict[str, int],
     pileup_threshold: int,
+    findings: dict[str, list] | None = None,
+    processes: list[dict] | None = None,
 ) -> dict:
     """The ``/status`` document at ``now``. Pure.
 
     ``registry`` is the registry in force (None when none ever loaded); ``registry_errors``
     the errors of the newest load of the files on disk; ``views`` the loops as
     ``schedules_overview`` sees them; ``last_iteration_at`` the slot loop's last completed
-    iteration (None: it never ran); ``runs`` ``{"queued": n, "running": n}`` (running counts claimed runs too).
-    ``ok`` is true exactly when ``anomalies`` is empty.
+    iteration (None: it never ran); ``runs`` ``{"queued": n, "running": n}`` (running counts claimed runs too);
+    ``findings`` the lists of ``FINDINGS`` by key (``ops.doctor_checks``), each an anomaly when
+    not empty; ``processes`` the processes seen recently. ``ok`` is true exactly when
+    ``anomalies`` is empty.
     """
+    findings = {key: (findings or {}).get(key, []) for key in FINDINGS}
     age = (now - last_iteration_at).total_seconds() if last_iteration_at is not None else None
     turning = age is not None and age <= SLOT_LOOP_STALE_SECONDS
     stopped = [
@@ -69,6 +90,7 @@ def status_document(
             ("stoppedSchedules", bool(stopped)),
             ("proposalPileUps", bool(pileups)),
             ("registryInvalid", bool(registry_errors) or registry is None),
+            *((key, bool(found)) for key, found in findings.items()),
         ) if present
     ]
     return {
@@ -84,6 +106,8 @@ def status_document(
         "proposalPileUps": pileups,
         "registryInvalid": [error.as_dict() for error in registry_errors],
         "runs": runs,
+        **findings,
+        "processes": processes or [],
     }
 
 
@@ -111,6 +135,15 @@ def collect_status(*, now: datetime) -> dict:
         "queued": active.get(RunStatus.QUEUED, 0),
         "running": active.get(RunStatus.CLAIMED, 0) + active.get(RunStatus.RUNNING, 0),
     }
+    processes = find_processes(now=now)
+    findings = {
+        "expiredLeases": find_expired_leases(now=now),
+        "interruptedRuns": find_interrupted_runs(),
+        "starvedQueue": find_starved_queue(registry, now=now),
+        "stuckLoops": find_stuck_loops(),
+        "futureLastSlot": future_last_slots(now=now),
+        "clockSkew": clock_skew(processes),
+    }
     return status_document(
         now=now,
         registry=registry,
@@ -119,4 +152,6 @@ def collect_status(*, now: datetime) -> dict:
         last_iteration_at=status,
         runs=runs,
         pileup_threshold=settings.FACTORY_PILEUP_THRESHOLD,
+        findings=findings,
+        processes=processes,
     )

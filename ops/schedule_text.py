@@ -98,6 +98,11 @@ def tick_text(document: dict) -> str:
         already = t["alreadyAdmitted"] if document["dryRun"] else not t["admitted"]
         note = " (already admitted: a duplicate)" if already else ""
         lines.append(f"  {t['eventId']}  skippedSlots={t['skippedSlots']}{note}")
+    if document["leftToTheSlotLoop"]:
+        lines.append(
+            "left to the slot loop (never fired, re-enabled or keyed: their first slot is the current one): "
+            + ", ".join(document["leftToTheSlotLoop"])
+        )
     if document["planned"] is not None:
         lines.append(f"planned {document['planned']} event(s)")
     return "\n".join(lines)

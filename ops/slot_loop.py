@@ -9,12 +9,13 @@ import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import DatabaseError, close_old_connections
-from django.utils import timezone
 
+from runtime import clock
 from runtime.registry import store
 from runtime.services.outbox import publish_outbox
 from runtime.services.planning import plan_pending
@@ -34,11 +35,17 @@ class IterationReport:
     published: int = 0
 
 
-def iterate(*, now: datetime, record_status: bool = True) -> IterationReport:
-    """One iteration at ``now``: reload a changed registry, admit due ticks, publish the outbox, plan events."""
+def iterate(*, now: datetime, record_status: bool = True, at: datetime | None = None) -> IterationReport:
+    """One iteration at ``now`` (the database's instant): reload a changed registry, admit due
+    ticks, publish the outbox, plan events.
+
+    ``at``, a past instant (``schedule tick --at``), only decides which slots are due
+    (``schedules.ticks.emit_due_ticks``): publication and planning happen at ``now``, so
+    nothing unrelated to the ticks is stamped with a pretend time.
+    """
     store.refresh()
     registry = store.current()
-    ticks = emit_due_ticks(now=now, registry=registry)
+    ticks = emit_due_ticks(now=now, registry=registry, at=at)
     published = publish_outbox(now=now, registry=registry)
     planned = plan_pending(now=now, registry=registry)
     if record_status:
@@ -55,10 +62,12 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> None:
     while not stop.is_set():
         close_old_connections()
         try:
-            iterate(now=timezone.now())
+            iterate(now=clock.database_now())
         except DatabaseError:
             logger.exception("slot loop iteration failed; retrying", extra={"action": "slot_loop_error"})
         if once:
             break
-        stop.wait(1.0 - (timezone.now().timestamp() % 1.0))
+        # The host clock only paces the loop (about one iteration a second); every instant
+        # the iteration uses comes from the database's clock.
+        stop.wait(1.0 - (time.time() % 1.0))
     logger.info("slot loop stopped", extra={"action": "slot_loop_stopped"})

@@ -4,11 +4,11 @@ Both answer from the same computations as ``manage.py schedule list --json`` and
 ``manage.py doctor``; ``now`` is read once per request.
 """
 
-from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from runtime import clock
 from runtime.registry import store
 from schedules.overview import schedules_overview
 
@@ -40,7 +40,7 @@ class SchedulesView(ReadView):
 
     def get(self, request):
         store.refresh()
-        views = schedules_overview(store.current(), now=timezone.now())
+        views = schedules_overview(store.current(), now=clock.database_now())
         return Response([view.as_json() for view in views])
 
 
@@ -48,4 +48,4 @@ class StatusView(ReadView):
     """The doctor's document; 200 whatever it says (``ok`` tells), so a monitor reads it."""
 
     def get(self, request):
-        return Response(collect_status(now=timezone.now()))
+        return Response(collect_status(now=clock.database_now()))

@@ -12,12 +12,13 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import Case, IntegerField, Value, When
+from django.db.models.functions import Now
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from runtime import clock
 from runtime.models import Event, JournalEntry, OutboxEntry, Proposal, ProposalStatus, Run
 from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
 
@@ -69,6 +70,10 @@ class ProposalAdmin(ReadOnlyAdmin):
     )
     readonly_fields = fields
 
+    def get_queryset(self, request):
+        # Ages are measured on the database's clock (the one clock), read once by the listing's own query.
+        return super().get_queryset(request).annotate(database_now=Now())
+
     def get_ordering(self, request):
         pending_first = Case(When(status=ProposalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField())
         return [pending_first.asc(), "-id"]
@@ -82,7 +87,7 @@ class ProposalAdmin(ReadOnlyAdmin):
 
     @admin.display(description="age")
     def age(self, proposal):
-        minutes = int((timezone.now() - proposal.created_at).total_seconds() // 60)
+        minutes = int((proposal.database_now - proposal.created_at).total_seconds() // 60)
         return f"{minutes // 60}h {minutes % 60}m" if minutes >= 60 else f"{minutes}m"
 
     @admin.display(description="plan")
@@ -102,7 +107,7 @@ class ProposalAdmin(ReadOnlyAdmin):
                 "selected_ids": [str(pk) for pk in queryset.values_list("pk", flat=True)],
                 "opts": self.model._meta,
             })
-        now = timezone.now()
+        now = clock.database_now()
         done, refused = 0, []
         for proposal in pending:
             try:

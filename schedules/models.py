@@ -90,6 +90,9 @@ class KeyedSchedule(models.Model):
         indexes = [
             # The slot loop's due-row fetch: WHERE loop = … AND next_due <= now ORDER BY next_due.
             models.Index(fields=["loop", "next_due", "id"], name="keyed_due_idx"),
+            # A last slot in the future (a clock stepped back): the slot loop's repair and the
+            # doctor's futureLastSlot look for rows after now, which are none or few.
+            models.Index(fields=["last_slot"], name="keyed_last_slot_idx"),
         ]
 
     def __str__(self) -> str:

@@ -22,6 +22,7 @@ from runtime.services.admission import AdmissionRefused, admit_event
 from .envelope import tick_envelope
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
+from .repair import repair_future_slots
 from .state import advance_loop, keyed_states, read_states, record_disabled, record_first_seen
 
 logger = logging.getLogger(__name__)
@@ -65,17 +66,44 @@ def due_ticks(*, now: datetime, registry: Registry, states: dict[str, ScheduleSt
     return result
 
 
-def emit_due_ticks(*, now: datetime, registry: Registry) -> list[TickReport]:
+def left_to_the_slot_loop(registry: Registry, states: dict[str, ScheduleState]) -> list[str]:
+    """The enabled loops an iteration at a past instant (``schedule tick --at``) leaves alone, by name:
+    a loop that never fired (or was re-enabled) fires its *current* slot, which only the slot
+    loop knows, and keyed loops fire per key at the slot loop's instant (docs/schedules.md)."""
+    return sorted(
+        loop.name for loop in registry.loops.values()
+        if loop.enabled and (loop.keyed is not None or is_fresh(states.get(loop.name)))
+    )
+
+
+def emit_due_ticks(*, now: datetime, registry: Registry, at: datetime | None = None) -> list[TickReport]:
     """Admit every due tick at ``now`` and record disabled loops; returns the ticks fired.
 
     Each tick and its ``ScheduleState`` update commit in one transaction. Keyed loops
-    first apply their setting and clearing events, then fire their due rows.
+    first apply their setting and clearing events, then fire their due rows. A last slot
+    in the future (a clock stepped back) is repaired first (``schedules.repair``).
+
+    ``at`` (``schedule tick --at``, never after ``now``) computes the due slots as if at
+    that instant; the loops of ``left_to_the_slot_loop`` are not fired, and everything
+    written — admissions, the states, the journal — is stamped ``now``, the real instant.
     """
     states = read_states()
     record_disabled(registry, states)
     record_first_seen(registry, states, now)
+    repair_future_slots(registry, states, now=now)
+    if at is not None:
+        left = set(left_to_the_slot_loop(registry, states))
+        due = [(loop, slot, fresh) for loop, slot, fresh in due_ticks(now=at, registry=registry, states=states)
+               if loop.name not in left]
+        return _admit_ticks(due, registry, now)
     reports = _emit_keyed(registry, now)
-    for loop, due, fresh in due_ticks(now=now, registry=registry, states=states):
+    return reports + _admit_ticks(due_ticks(now=now, registry=registry, states=states), registry, now)
+
+
+def _admit_ticks(due_list: list[tuple[Loop, DueSlot, bool]], registry: Registry, now: datetime) -> list[TickReport]:
+    """Admit each due tick with its state update, one transaction each, at ``now``."""
+    reports = []
+    for loop, due, fresh in due_list:
         envelope = tick_envelope(loop, due)
         try:
             with transaction.atomic():

@@ -10,7 +10,9 @@ import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import Permission
 from django.test import override_settings
+from django.utils import timezone
 
+from runtime import clock
 from runtime.registry import store
 
 #: The suite resets its databases with flush (transactional tests), the journal included,
@@ -225,3 +227,11 @@ def repos(registry_files):
     """``REPOS`` as config/repos.yaml."""
     registry_files.write_config("repos.yaml", REPOS)
     return registry_files
+
+
+@pytest.fixture
+def host_clock_as_database_clock(monkeypatch):
+    """``runtime.clock.database_now`` reads the host's clock, so that ``time_machine`` pins the
+    instant of operations that read the one clock (commands, views): the database's own clock
+    cannot be moved. Callers look the function up on the module (``clock.database_now()``)."""
+    monkeypatch.setattr(clock, "database_now", timezone.now)

@@ -13,7 +13,7 @@ from runtime.registry import get_registry, store
 from schedules.models import ScheduleState
 from tests.conftest import at
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("host_clock_as_database_clock")]
 
 #: Only the hourly reaper ticks, so each test watches one loop.
 REAPER_ONLY = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n"
@@ -48,6 +48,13 @@ def test_a_healthy_runtime_is_ok_and_doctor_exits_0(registry_files):
         "proposalPileUps": [],
         "registryInvalid": [],
         "runs": {"queued": 1, "running": 0},
+        "expiredLeases": [],
+        "interruptedRuns": [],
+        "starvedQueue": [],
+        "stuckLoops": [],
+        "futureLastSlot": [],
+        "clockSkew": [],
+        "processes": [],
     }
 
 

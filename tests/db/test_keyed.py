@@ -250,6 +250,8 @@ def test_rows_equal_a_straightforward_fold_of_the_set_and_clear_events(registry_
             expected[customer] = (wall, zone, due)
         mine = {k: (r.at, r.timezone, r.next_due) for k, r in rows().items() if k.startswith(prefix)}
         assert mine == expected
-    before = rows()
+    # Only this example's rows: each example starts back in time, in the earlier examples' past
+    # (a clock step, which the slot loop repairs in their rows and a replay of events does not).
+    before = {k: r for k, r in rows().items() if k.startswith(prefix)}
     call_command("schedule", "rebuild", "customer-digest", stdout=StringIO())
-    assert rows() == before
+    assert {k: r for k, r in rows().items() if k.startswith(prefix)} == before

@@ -8,12 +8,12 @@ import time_machine
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runtime.models import Event
+from runtime.models import Event, JournalEntry
 from schedules.models import ScheduleState, SlotLoopStatus
 from tests.conftest import at
-from tests.helpers import many_loops, tick
+from tests.helpers import inject, many_loops, tick
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("host_clock_as_database_clock")]
 
 NOW = "2026-11-30T21:08:00Z"
 
@@ -72,14 +72,47 @@ def test_an_unknown_loop_is_refused(registry_files):
 
 
 def test_tick_at_a_past_instant_runs_one_iteration_without_recording_the_slot_loop(registry_files):
+    tick("2026-11-30T20:40:00Z")
     document = json.loads(run("tick", "--at", "2026-11-30T20:59:00Z", "--json"))
     assert document == {
-        "at": "2026-11-30T20:59:00Z", "dryRun": False, "planned": 1,
+        "at": "2026-11-30T20:59:00Z", "dryRun": False, "planned": 1, "leftToTheSlotLoop": [],
         "ticks": [{"loop": "heartbeat", "eventId": "clock:heartbeat:2026-11-30T20:55:00Z",
-                   "slot": "2026-11-30T20:55:00Z", "skippedSlots": 0, "admitted": True}],
+                   "slot": "2026-11-30T20:55:00Z", "skippedSlots": 2, "admitted": True}],
     }
     assert Event.objects.filter(uid="clock:heartbeat:2026-11-30T20:55:00Z").exists()
     assert not SlotLoopStatus.objects.exists()
+
+
+def test_tick_at_a_past_instant_never_fires_a_loops_first_slot(registry_files):
+    document = json.loads(run("tick", "--at", "2026-11-30T20:00:00Z", "--json"))
+    assert document == {
+        "at": "2026-11-30T20:00:00Z", "dryRun": False, "planned": 0, "leftToTheSlotLoop": ["heartbeat"], "ticks": [],
+    }
+    assert not Event.objects.exists()
+    assert ScheduleState.objects.get(loop="heartbeat").last_slot is None
+    assert "left to the slot loop (never fired, re-enabled or keyed: their first slot is the current one): heartbeat" in (
+        run("tick", "--at", "2026-11-30T20:00:00Z")
+    )
+    dry = json.loads(run("tick", "--at", "2026-11-30T20:00:00Z", "--dry-run", "--json"))
+    assert (dry["ticks"], dry["leftToTheSlotLoop"]) == ([], ["heartbeat"])
+
+
+def test_tick_at_a_past_instant_stamps_admission_and_planning_with_the_real_instant(registry_files):
+    tick("2026-11-30T20:40:00Z")
+    inject("op-1", "factory.work.requested", {"repo": "alpha"}, "2026-11-30T21:00:00Z")
+    run("tick", "--at", "2026-11-30T20:59:00Z")
+    fired = Event.objects.get(uid="clock:heartbeat:2026-11-30T20:55:00Z")
+    assert (fired.admitted_at, fired.planned_at) == (at(NOW), at(NOW))
+    assert Event.objects.get(uid="op-1").planned_at == at(NOW)
+    assert ScheduleState.objects.get(loop="heartbeat").last_tick_at == at(NOW)
+    journal = JournalEntry.objects.filter(event__uid__in=["op-1", fired.uid]).order_by("id")
+    assert [(e.event.uid, e.action, e.at) for e in journal] == [
+        ("op-1", "event_admitted", at("2026-11-30T21:00:00Z")),
+        (fired.uid, "event_admitted", at(NOW)),
+        ("op-1", "proposal_auto_approved", at(NOW)),
+        ("op-1", "run_queued", at(NOW)),
+        (fired.uid, "event_noop", at(NOW)),  # the 20:40 tick's run is still queued
+    ]
 
 
 def test_tick_at_a_future_instant_is_refused(registry_files):

@@ -97,6 +97,7 @@ def test_a_downtime_across_the_autumn_change_fires_the_repeat_day_once(registry_
 
 # --- views, next, doctor ------------------------------------------------------------------------
 @pytest.mark.django_db
+@pytest.mark.usefixtures("host_clock_as_database_clock")
 def test_the_view_and_schedule_next_in_utc_and_the_loops_zone(registry_files):
     registry_files.write_config("schedule.yaml", budapest())
     tick("2026-03-28T01:30:05Z")

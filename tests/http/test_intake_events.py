@@ -18,7 +18,7 @@ SECRET = "events-test-secret"
 NOW = datetime(2026, 11, 30, 21, 0, 0, tzinfo=UTC)
 NOW_TS = int(NOW.timestamp())
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("host_clock_as_database_clock")]
 
 
 @pytest.fixture(autouse=True)

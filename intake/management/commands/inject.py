@@ -12,12 +12,12 @@ Exit 0 when admitted or a duplicate (the output says which), 2 when refused or i
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from intake.github import Ignored
 from intake.services import receive_github_delivery
 from lib.json_text import decode_json
 from lib.refusals import Refused
+from runtime import clock
 from runtime.models import Door
 from runtime.registry import RegistryInvalid, get_registry
 from runtime.services.admission import Admission, admit_event
@@ -72,7 +72,7 @@ class Command(BaseCommand):
             document = decode_json(raw)
         except Refused as exc:
             self.refuse(exc.as_errors())
-        now = timezone.now()
+        now = clock.database_now()
         if options["github_event"] is None:
             try:
                 result = admit_event(document, door=Door.INJECT, now=now)

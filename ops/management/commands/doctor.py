@@ -10,9 +10,9 @@ import sys
 
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError
-from django.utils import timezone
 
 from ops.doctor import collect_status
+from runtime import clock
 
 EXIT_ANOMALY = 1
 
@@ -23,7 +23,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            document = collect_status(now=timezone.now())
+            document = collect_status(now=clock.database_now())
         except DatabaseError as exc:
             # An unmigrated or unreachable database is itself the anomaly to page about.
             document = {

@@ -20,18 +20,18 @@ import json
 from zoneinfo import ZoneInfo
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from lib.instants import InstantError, format_instant, parse_instant
 from ops.schedule_text import list_text, next_keyed_text, next_text, show_text, tick_text
 from ops.slot_loop import iterate
+from runtime import clock
 from runtime.models import Event
 from runtime.registry import RegistryInvalid, store
 from schedules.envelope import tick_envelope
 from schedules.keyed import rebuild
 from schedules.overview import due_keys, next_slots, recent_ticks, schedules_overview
 from schedules.state import read_states
-from schedules.ticks import due_ticks
+from schedules.ticks import due_ticks, left_to_the_slot_loop
 
 EXIT_REFUSED = 2
 DEFAULT_NEXT = 5
@@ -73,7 +73,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            return self.act(options, timezone.now())
+            return self.act(options, clock.database_now())
         except RegistryInvalid as exc:
             for error in exc.errors:
                 self.stderr.write(str(error))
@@ -144,25 +144,36 @@ class Command(BaseCommand):
                 f"{format_instant(at)} is in the future: firing it would silence its loops until then; "
                 "use --dry-run to see what would fire", returncode=EXIT_REFUSED,
             )
+        store.refresh()
+        registry = store.current()
+        # A hand-run instant in the past fires no loop's first slot (docs/schedules.md).
+        pretend = options["at"] is not None and at <= now
+        left = left_to_the_slot_loop(registry, read_states()) if pretend else []
         if options["dry_run"]:
-            ticks, planned = self.would_fire(at), None
+            ticks, planned = self.would_fire(at, registry, set(left)), None
         else:
-            report = iterate(now=at, record_status=False)
+            report = iterate(now=now, at=at if pretend else None, record_status=False)
             ticks = [
                 {"loop": t.loop, "eventId": t.event_id, "slot": format_instant(t.slot),
                  "skippedSlots": t.skipped_slots, "admitted": t.admitted}
                 for t in report.ticks
             ]
             planned = report.planned
-        document = {"at": format_instant(at), "dryRun": options["dry_run"], "ticks": ticks, "planned": planned}
+        document = {
+            "at": format_instant(at), "dryRun": options["dry_run"], "ticks": ticks, "planned": planned,
+            "leftToTheSlotLoop": left,
+        }
         self.emit(options, document, tick_text)
 
     @staticmethod
-    def would_fire(at) -> list[dict]:
-        """What an iteration at ``at`` would fire, read-only; ``alreadyAdmitted`` tells whether
-        the eventId is already in the events table (admission would report a duplicate)."""
-        store.refresh()
-        planned = [(loop, due) for loop, due, _ in due_ticks(now=at, registry=store.current(), states=read_states())]
+    def would_fire(at, registry, left: set[str]) -> list[dict]:
+        """What an iteration at ``at`` would fire, read-only, but the loops in ``left``;
+        ``alreadyAdmitted`` tells whether the eventId is already in the events table
+        (admission would report a duplicate)."""
+        planned = [
+            (loop, due) for loop, due, _ in due_ticks(now=at, registry=registry, states=read_states())
+            if loop.name not in left
+        ]
         ids = [tick_envelope(loop, due)["eventId"] for loop, due in planned]
         existing = set(Event.objects.filter(uid__in=ids).values_list("uid", flat=True))
         return [

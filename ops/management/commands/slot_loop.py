@@ -6,6 +6,7 @@
 from django.core.management.base import BaseCommand
 
 from lib.processes import stop_on_signals
+from ops.process_rows import keep_row
 from ops.slot_loop import run_slot_loop
 
 
@@ -16,4 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="run one iteration and exit")
 
     def handle(self, *args, **options):
-        run_slot_loop(stop=stop_on_signals(), once=options["once"])
+        stop = stop_on_signals()
+        if not options["once"]:  # a long-running process keeps a row: host, pid, clock offset (§11)
+            keep_row("slot-loop", stop)
+        run_slot_loop(stop=stop, once=options["once"])

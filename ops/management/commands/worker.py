@@ -7,6 +7,7 @@ current run first. ``--once`` works until the queue is empty, then exits.
 from django.core.management.base import BaseCommand
 
 from lib.processes import stop_on_signals
+from ops.process_rows import keep_row
 from ops.worker import run_worker
 
 
@@ -17,4 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
 
     def handle(self, *args, **options):
-        run_worker(stop=stop_on_signals(), once=options["once"])
+        stop = stop_on_signals()
+        if not options["once"]:  # a long-running process keeps a row: host, pid, clock offset (§11)
+            keep_row("worker", stop)
+        run_worker(stop=stop, once=options["once"])

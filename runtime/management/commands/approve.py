@@ -4,8 +4,8 @@ Recorded as ``actor: "operator"`` with that user, the OS user and ``via: "cli"``
 exit 2 when refused (no permission, not pending, a run of the loop in flight).
 """
 
-from django.utils import timezone
 
+from runtime import clock
 from runtime.management.decision_command import DecisionCommand
 from runtime.services.approval import approve_proposal
 
@@ -16,6 +16,6 @@ class Command(DecisionCommand):
     def handle(self, *args, **options):
         user = self.operator(options["username"])
         run = self.decide(lambda: approve_proposal(
-            options["proposal_id"], user=user, now=timezone.now(), via="cli", os_user=self.os_user()
+            options["proposal_id"], user=user, now=clock.database_now(), via="cli", os_user=self.os_user()
         ))
         self.stdout.write(f"approved proposal {options['proposal_id']} as {user.get_username()}: run {run.pk} queued")

@@ -1,7 +1,7 @@
 """``manage.py reject ID --as USERNAME [--note TEXT]``: reject a proposal from a shell (docs/design.md §7, §10)."""
 
-from django.utils import timezone
 
+from runtime import clock
 from runtime.management.decision_command import DecisionCommand
 from runtime.services.approval import reject_proposal
 
@@ -16,6 +16,6 @@ class Command(DecisionCommand):
     def handle(self, *args, **options):
         user = self.operator(options["username"])
         self.decide(lambda: reject_proposal(
-            options["proposal_id"], user=user, now=timezone.now(), note=options["note"], via="cli", os_user=self.os_user()
+            options["proposal_id"], user=user, now=clock.database_now(), note=options["note"], via="cli", os_user=self.os_user()
         ))
         self.stdout.write(f"rejected proposal {options['proposal_id']} as {user.get_username()}")

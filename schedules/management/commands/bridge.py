@@ -37,6 +37,8 @@ class Command(BaseCommand):
         sys.exit(exit_code)
 
     def handle(self, *args, **options):
+        # The host's clock, not the database's: the bridge is the host's timer and needs no
+        # database (docs/host-clock.md); the serve checks its signature's timestamp (±300 s).
         now = timezone.now()
         try:
             registry = get_registry()
