@@ -27,7 +27,7 @@ SHA = "6f0b5a9c2c4caea39f73a4f5f4dbee093265ab2a"
 
 
 @pytest.fixture(autouse=True)
-def secrets(settings):
+def secrets(settings, host_clock_as_database_clock):
     settings.FACTORY_API_TOKEN = TOKEN
     settings.FACTORY_EVENTS_SECRET = EVENTS_SECRET
     settings.FACTORY_GITHUB_WEBHOOK_SECRET = GITHUB_SECRET
