@@ -146,15 +146,17 @@ def test_the_command_gets_a_minimal_environment_without_secrets(registry_files, 
     assert env["FACTORY_RUN_DIR"].endswith(f"/{run.pk}")
 
 
-def test_an_expired_lease_is_a_failed_attempt_retried_then_abandoned(registry_files):
+def test_an_expired_lease_is_a_failed_attempt_retried_then_abandoned(registry_files, settings):
+    settings.FACTORY_LEASE_SECONDS = 60
     run = queue(registry_files, "print('x')", attempts=2)
     claimed = claim_next_run(worker="w1", now=NOW, lease_seconds=60)
     assert (claimed.pk, claimed.attempt, claimed.status) == (run.pk, 1, "claimed")
-    assert expire_leases(now=NOW + timedelta(seconds=59)) == 0
-    assert expire_leases(now=NOW + timedelta(seconds=61)) == 1
+    # Taken back only past the lease plus a margin: the renewal interval (20 s) and the kill grace (5 s).
+    assert expire_leases(now=NOW + timedelta(seconds=84)) == 0
+    assert expire_leases(now=NOW + timedelta(seconds=86)) == 1
     run.refresh_from_db()
     assert (run.status, run.reason, run.worker, run.attempt) == ("queued", "lease_expired", "", 1)
-    again = claim_next_run(worker="w2", now=NOW + timedelta(seconds=62), lease_seconds=60)
+    again = claim_next_run(worker="w2", now=NOW + timedelta(seconds=87), lease_seconds=60)
     assert again.attempt == 2
     assert expire_leases(now=NOW + timedelta(seconds=200)) == 1
     run.refresh_from_db()
