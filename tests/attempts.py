@@ -1,6 +1,6 @@
 """Attempts that say when they ran: a probe command for fault tests and drills (docs/operations.md).
 
-The probe appends ``start <pid> <unix time>`` when it starts and ``end <pid> <unix time>``
+The probe (no braces in it: the registry would read them as placeholders) appends ``start <pid> <unix time>`` when it starts and ``end <pid> <unix time>``
 when it ends — after its sleep, or on SIGTERM (the shim's first signal) — to a log
 shared by every attempt of its run; ``overlaps`` then says whether two attempts ever
 ran at once. The helpers install it as the definition ``probe@1`` in a
@@ -11,11 +11,11 @@ import json
 import os
 from pathlib import Path
 
-PROBE = """import os, signal, sys, time
+PROBE = """import json, os, signal, sys, time
 log, seconds = sys.argv[1], float(sys.argv[2])
 def line(word):
     with open(log, 'a') as out:
-        out.write(f'{word} {os.getpid()} {time.time():.3f}\\n')
+        out.write('%s %d %.3f\\n' % (word, os.getpid(), time.time()))
 def stopped(signum, frame):
     line('end')
     sys.exit(143)
@@ -23,7 +23,7 @@ signal.signal(signal.SIGTERM, stopped)
 line('start')
 time.sleep(seconds)
 line('end')
-print('{"schemaVersion": "factory.command-result/v1", "outcome": "DONE"}')
+print(json.dumps(dict(schemaVersion='factory.command-result/v1', outcome='DONE')))
 """
 
 
@@ -51,7 +51,8 @@ def queue_probe(runtime, event_id: str = "probe-1") -> int:
         "schemaVersion": "factory.event/v1", "eventId": event_id, "type": "probe.requested", "source": "operator",
         "subject": "probe", "occurredAt": "2026-11-30T10:00:00Z", "correlationId": event_id, "payload": {},
     }))
-    runtime.manage("inject", str(event))
+    injected = runtime.manage("inject", str(event), check=False)
+    assert injected.returncode == 0, injected.stderr
     runtime.manage("slot_loop", "--once")
     proposal = runtime.listing("proposals")[0]
     if proposal["status"] == "pending":
