@@ -1,4 +1,4 @@
-"""The command shim: a run's command never outlives the worker that started it (docs/operations.md).
+"""The command shim: a run's command never outlives the worker that started it (docs/design.md §8).
 
 ``run_command`` does not start a command itself; it starts this file as a small process
 (``python -I lib/command_shim.py --parent PID --grace S --status-fd FD -- ARGV…``) that

@@ -1,4 +1,4 @@
-"""Attempts that say when they ran: a probe command for fault tests and drills (docs/operations.md).
+"""Attempts that say when they ran: a probe command for fault tests and drills (docs/design.md §8).
 
 The probe (no braces in it: the registry would read them as placeholders) appends ``start <pid> <unix time>`` when it starts and ``end <pid> <unix time>``
 when it ends — after its sleep, or on SIGTERM (the shim's first signal) — to a log

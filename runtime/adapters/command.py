@@ -99,7 +99,7 @@ def run_command(
     The command runs under ``lib/command_shim.py``, in a session of its own: it dies with
     this process whatever ends it (an exception, a signal, SIGKILL — the shim's
     parent-death signal), and whatever it leaves behind, double-forked descendants
-    included, is killed when it exits (docs/operations.md).
+    included, is killed when it exits (docs/design.md §8).
 
     ``while_waiting`` is called about every 0.2 s (the worker renews its lease there);
     when it returns False the command is killed and the outcome is ``aborted``. On

@@ -4,7 +4,7 @@
 is the trivial loop around it used by ``manage.py worker`` and by ``runserve``'s workers.
 Every instant written comes from ``runtime.clock.database_now()``, read once per step.
 
-A run's command never outlives the lease that allowed it (docs/operations.md): the
+A run's command never outlives the lease that allowed it (docs/design.md §8): the
 worker renews the lease every ``renewal_interval``; a renewal that fails (a database
 error, a dropped connection — closed and reopened) is retried while the lease lasts;
 when the lease is lost, or would end before a renewal got through, or the worker was

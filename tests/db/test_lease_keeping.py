@@ -1,4 +1,4 @@
-"""A run's command never outlives the lease that allowed it (docs/design.md §8, docs/operations.md):
+"""A run's command never outlives the lease that allowed it (docs/design.md §8):
 renewals retried, lost leases and stops kill the command at once and record the attempt."""
 
 import os

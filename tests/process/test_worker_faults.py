@@ -1,4 +1,4 @@
-"""A run's command never outlives its worker, and no two attempts of a run overlap (docs/operations.md).
+"""A run's command never outlives its worker, and no two attempts of a run overlap (docs/design.md §8).
 
 Real workers and ``runserve`` on their own database; each attempt of the probe writes
 its start and end with its pid (``tests.attempts``). Leases of 3 s and a stop grace of
@@ -55,8 +55,8 @@ def test_a_sigkilled_worker_takes_its_command_along_and_the_retry_never_overlaps
     worker = runtime.start("worker", **FAST)
     attempt = first_attempt(log)
     worker.send_signal(signal.SIGKILL)
-    worker.communicate(timeout=10)
     killed_at = time.monotonic()
+    worker.wait(timeout=10)
     wait_for(lambda: not alive(attempt["pid"]), timeout=5, what="the command to die with its worker")
     assert time.monotonic() - killed_at < 3
     runtime.start("worker", **FAST)
@@ -79,8 +79,9 @@ def test_a_sigkilled_supervisor_stops_its_worker_whose_command_dies_and_the_muta
     serve = runtime.start("runserve", "--bind", f"127.0.0.1:{free_port()}", "--http-workers", "1", **FAST)
     attempt = first_attempt(log)
     serve.send_signal(signal.SIGKILL)
-    serve.communicate(timeout=10)
     killed_at = time.monotonic()
+    # wait, not communicate: the orphaned worker holds the output pipe until it has stopped.
+    serve.wait(timeout=10)
     wait_for(lambda: not alive(attempt["pid"]), timeout=10, what="the command to die after its worker's grace")
     assert time.monotonic() - killed_at < 8
     run = wait_for(lambda: run_of(runtime, run_id)["status"] == "interrupted" and run_of(runtime, run_id),

@@ -40,7 +40,7 @@ HTTP_THREADS = 4
 
 
 def shutdown_grace_seconds() -> float:
-    """How long the supervisor waits for its children after SIGTERM (docs/operations.md):
+    """How long the supervisor waits for its children after SIGTERM (docs/design.md §8):
     ``FACTORY_STOP_GRACE_SECONDS``, the command's kill grace and the shim's exit, plus slack."""
     return settings.FACTORY_STOP_GRACE_SECONDS + KILL_GRACE_SECONDS + SHIM_EXIT_SECONDS + SHUTDOWN_SLACK_SECONDS
 
