@@ -80,6 +80,23 @@ def _feed(stream, data: bytes) -> None:
             stream.close()
 
 
+#: The shims of the commands this process is running now (``terminate_running_commands``).
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
+
+
+def terminate_running_commands() -> int:
+    """SIGTERM the shim of every command this process is running, so each kills its command
+    (TERM, KILL after the grace), whatever the thread waiting for it is doing. The lease
+    watchdog calls it when a renewal hangs past the lease (docs/design.md §8). Returns how many."""
+    with _running_lock:
+        shims = [process for process in _running if process.poll() is None]
+    for process in shims:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+    return len(shims)
+
+
 def run_command(
     argv: list[str],
     *,
@@ -130,10 +147,14 @@ def run_command(
     finally:
         os.close(status_write)
     status = _ShimStatus(status_read)
+    with _running_lock:
+        _running.add(process)
     try:
         return _wait(process, status, stdout_path, run_dir, stdin_data, timeout_seconds, stdout_cap, while_waiting)
     finally:
         _stop_shim(process, status)
+        with _running_lock:
+            _running.discard(process)
 
 
 class _ShimStatus:

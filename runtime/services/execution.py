@@ -25,6 +25,7 @@ from django.db import DatabaseError, connection
 from lib.refusals import Refused
 from runtime.adapters import ADAPTERS
 from runtime.adapters.base import Execution, RunResult
+from runtime.adapters.command import terminate_running_commands
 from runtime.adapters.result import result_from_output
 from runtime.clock import database_now
 from runtime.models import Run
@@ -45,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 #: After a failed renewal or write, how long before the next try, in seconds.
 RETRY_SECONDS = 1.0
+#: How often the lease watchdog looks at a renewal in progress, in seconds.
+WATCHDOG_SECONDS = 0.2
 
 
 def reset_connection() -> None:
@@ -60,6 +63,10 @@ class LeaseKeeper:
     (measured from before the request that set it). ``ended`` says why it said stop:
     ``lease_lost`` (another took the run), ``lease_renewal_failed`` (no renewal got
     through in time) or ``worker_stopped`` (the stop grace is over).
+
+    A renewal can hang (a database host gone without a word) with the waiting thread
+    inside it: while the keeper is ``watching``, a watchdog thread kills the running
+    commands when the lease ends during a renewal that has not come back.
     """
 
     def __init__(self, run: Run, *, worker: str, lease_seconds: int, lease_started: float,
@@ -71,6 +78,28 @@ class LeaseKeeper:
         self.next_renewal = lease_started + self.renew_every
         self.stop_deadline: float | None = None
         self.ended = ""
+        self.renewing = False
+        self.done = threading.Event()
+
+    @contextlib.contextmanager
+    def watching(self):
+        """Run the watchdog for the duration of the block."""
+        watchdog = threading.Thread(target=self._watch, name=f"lease-watchdog-{self.run.pk}", daemon=True)
+        watchdog.start()
+        try:
+            yield self
+        finally:
+            self.done.set()
+            watchdog.join()
+
+    def _watch(self) -> None:
+        while not self.done.wait(WATCHDOG_SECONDS):
+            if self.renewing and time.monotonic() >= self.held_until:
+                self.ended = "lease_renewal_failed"
+                logger.error("run %s: lease renewal hung past the lease; killing its command", self.run.pk,
+                             extra={"action": "lease_renewal_hung", "run": self.run.pk})
+                terminate_running_commands()
+                return
 
     def __call__(self) -> bool:
         moment = time.monotonic()
@@ -81,10 +110,11 @@ class LeaseKeeper:
                                extra={"action": "run_stop_grace", "run": self.run.pk})
             if moment >= self.stop_deadline:
                 return self._end("worker_stopped")
-        if moment >= self.held_until:
-            return self._end("lease_renewal_failed")
+        if moment >= self.held_until or self.ended:
+            return self._end(self.ended or "lease_renewal_failed")
         if moment < self.next_renewal:
             return True
+        self.renewing = True
         try:
             held = renew_lease(self.run.pk, worker=self.worker, now=database_now(), lease_seconds=self.lease_seconds)
         except DatabaseError as exc:
@@ -93,6 +123,10 @@ class LeaseKeeper:
             reset_connection()
             self.next_renewal = time.monotonic() + RETRY_SECONDS
             return True
+        finally:
+            self.renewing = False
+        if self.ended:
+            return self._end(self.ended)
         if not held:
             return self._end("lease_lost")
         self.held_until = moment + self.lease_seconds
@@ -161,11 +195,12 @@ def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, l
         definitions=registry.definitions,
     )
     try:
-        outcome = adapter(execution)
+        with lease.watching():
+            outcome = adapter(execution)
     except Refused as exc:
         finish(RunResult("FAILED", False, reason=exc.code, summary=exc.detail))
         return
-    if outcome.aborted:
+    if outcome.aborted or lease.ended:
         _record_abort(run, lease, worker)
         return
     if outcome.timed_out:

@@ -134,3 +134,20 @@ def test_a_lost_lease_kills_the_command_at_once_and_is_journaled(registry_files,
     assert time.monotonic() - started < 8
     assert_command_gone(tmp_path)
     assert JournalEntry.objects.get(action="run_lease_lost", run=run).data == {"worker": "w1", "attempt": 1}
+
+
+def test_a_renewal_that_hangs_past_the_lease_does_not_keep_the_command_alive(registry_files, approver, tmp_path, settings, monkeypatch, no_reconnect):
+    settings.FACTORY_LEASE_SECONDS = 3
+    run = sleeper(registry_files, approver, tmp_path, mutating=True, seconds=30)
+    seen = {}
+
+    def hangs(*args, **kwargs):
+        time.sleep(9)  # the lease (3 s) ends meanwhile; the watchdog must not wait for this call
+        seen["command alive when the renewal came back"] = os.path.exists(f"/proc/{int((tmp_path / 'pid').read_text())}")
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(execution, "renew_lease", hangs)
+    work_one(worker="w1")
+    assert seen == {"command alive when the renewal came back": False}
+    run.refresh_from_db()
+    assert (run.status, run.reason) == ("interrupted", "lease_renewal_failed")
