@@ -198,7 +198,7 @@ def _wait(process, status, stdout_path, run_dir, stdin_data, timeout_seconds, st
     for reader in readers:
         reader.join(timeout=KILL_GRACE_SECONDS)
     error = status.value("error")
-    if error is not None:
+    if error is not None and not (timed_out or aborted):
         return CommandOutcome(None, False, "", "", not_found=error)
     # A shim that died before reporting (the OOM killer, say) answers with its own status.
     exit_code = status.value("exit")
