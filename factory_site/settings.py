@@ -148,6 +148,7 @@ FACTORY_API_TOKEN = env.str("FACTORY_API_TOKEN", default="")
 FACTORY_CATCHUP_LIMIT = env.int("FACTORY_CATCHUP_LIMIT", default=1000)
 FACTORY_PILEUP_THRESHOLD = env.int("FACTORY_PILEUP_THRESHOLD", default=3)
 FACTORY_LEASE_SECONDS = env.int("FACTORY_LEASE_SECONDS", default=60)
+FACTORY_STOP_GRACE_SECONDS = env.int("FACTORY_STOP_GRACE_SECONDS", default=20)
 FACTORY_STDOUT_CAP_BYTES = env.int("FACTORY_STDOUT_CAP_BYTES", default=1024 * 1024)
 #: How long a request's head and body may take to arrive, in seconds, before gunicorn drops
 #: it (docs/design.md §10: a slow client cannot hold a thread).

@@ -1,4 +1,9 @@
-"""The run worker's loop: ``work_one`` until stopped (docs/design.md §8)."""
+"""The run worker's loop: ``work_one`` until stopped (docs/design.md §8).
+
+A stop (SIGTERM, Ctrl-C, the supervisor's death) lets the current run finish within
+``FACTORY_STOP_GRACE_SECONDS``; past it the run's command is killed and the attempt
+recorded as interrupted (``runtime.services.execution``). The worker then exits.
+"""
 
 import logging
 import os
@@ -27,7 +32,7 @@ def run_worker(*, stop: threading.Event, once: bool = False) -> None:
     while not stop.is_set():
         close_old_connections()
         try:
-            did_work = work_one(worker=name)
+            did_work = work_one(worker=name, stop=stop)
         except DatabaseError:
             logger.exception("worker iteration failed; retrying", extra={"action": "worker_error"})
             did_work = False

@@ -2,8 +2,9 @@
 
 Pending proposals come first, each with its plan; approve and reject are admin
 actions with a confirmation page that shows exactly what will run, and they call the
-approval service for each proposal. Events, runs and the journal are machine-owned:
-read-only here.
+approval service for each proposal. Interrupted runs come first among runs, with
+retry and close actions (``runtime.services.interrupted``). Events, runs and the
+journal are machine-owned: read-only here apart from those decisions.
 """
 
 import json
@@ -19,8 +20,9 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from runtime import clock
-from runtime.models import Event, JournalEntry, OutboxEntry, Proposal, ProposalStatus, Run
-from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
+from runtime.models import Event, JournalEntry, OutboxEntry, Proposal, ProposalStatus, Run, RunStatus
+from runtime.services.approval import APPROVE_PERMISSION, ApprovalRefused, approve_proposal, reject_proposal
+from runtime.services.interrupted import RunDecisionRefused, close_run, retry_run
 
 #: The journal's query-string filter for one chain's story (docs/design.md §10).
 CORRELATION_LOOKUP = "event__correlation_id"
@@ -139,10 +141,13 @@ class ProposalAdmin(ReadOnlyAdmin):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
+    """Runs, interrupted ones first: each waits for an operator's retry or close (docs/design.md §8)."""
+
     list_display = ("id", "status", "definition", "loop", "outcome", "reason", "actor", "approved_by", "attempt", "queued_at", "finished_at")
     list_filter = ("status", "definition", "actor", "loop")
     list_select_related = ("approved_by",)
     search_fields = ("event__uid", "idempotency_key", "loop")
+    actions = ["retry_selected", "close_selected"]
     fields = (
         "status", "definition", "loop", "loop_key", "event", "proposal", "idempotency_key", "actor", "approved_by",
         "attempt", "max_attempts", "timeout_seconds", "queued_at", "claimed_at", "started_at", "finished_at",
@@ -150,6 +155,54 @@ class RunAdmin(ReadOnlyAdmin):
         "registry_digest", "captured_output", "captured_errors",
     )
     readonly_fields = fields
+
+    def get_ordering(self, request):
+        interrupted_first = Case(When(status=RunStatus.INTERRUPTED, then=Value(0)), default=Value(1), output_field=IntegerField())
+        return [interrupted_first.asc(), "-id"]
+
+    def has_approve_permission(self, request):
+        return request.user.has_perm(APPROVE_PERMISSION)
+
+    def _resolve(self, request, queryset, decision: str):
+        interrupted = list(queryset.filter(status=RunStatus.INTERRUPTED).select_related("event"))
+        skipped = queryset.count() - len(interrupted)
+        if "confirm" not in request.POST:
+            return TemplateResponse(request, "admin/runtime/run/confirm_resolution.html", {
+                **self.admin_site.each_context(request),
+                "title": f"{decision.capitalize()} {len(interrupted)} interrupted run(s)?",
+                "decision": decision,
+                "action": f"{decision}_selected",
+                "runs": [(r, json.dumps(r.plan.get("argv"), ensure_ascii=False)) for r in interrupted],
+                "skipped": skipped,
+                "selected_ids": [str(pk) for pk in queryset.values_list("pk", flat=True)],
+                "opts": self.model._meta,
+            })
+        now = clock.database_now()
+        done, refused = 0, []
+        for run in interrupted:
+            try:
+                if decision == "retry":
+                    retry_run(run.pk, user=request.user, now=now, via="admin")
+                else:
+                    close_run(run.pk, user=request.user, now=now, note=request.POST.get("note", ""), via="admin")
+                done += 1
+            except RunDecisionRefused as exc:
+                refused.append(f"run {run.pk}: {exc.code} ({exc.detail})")
+        if skipped:
+            self.message_user(request, f"{skipped} selected run(s) were not interrupted and were left alone.", messages.WARNING)
+        if done:
+            self.message_user(request, f"{done} run(s) {'queued again' if decision == 'retry' else 'closed'}.", messages.SUCCESS)
+        for line in refused:
+            self.message_user(request, f"Refused: {line}", messages.ERROR)
+        return None
+
+    @admin.action(permissions=["approve"], description="Retry selected interrupted runs (one new attempt)")
+    def retry_selected(self, request, queryset):
+        return self._resolve(request, queryset, "retry")
+
+    @admin.action(permissions=["approve"], description="Close selected interrupted runs for good")
+    def close_selected(self, request, queryset):
+        return self._resolve(request, queryset, "close")
 
     @admin.display(description="result data")
     def result_view(self, run):

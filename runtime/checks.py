@@ -39,6 +39,7 @@ KNOB_MINIMUMS = {
     "FACTORY_CATCHUP_LIMIT": (1, "a catchUp: all loop must be able to fire at least one slot"),
     "FACTORY_PILEUP_THRESHOLD": (0, "a count of pending proposals"),
     "FACTORY_LEASE_SECONDS": (2, "workers renew a lease at most once a second; a shorter lease would lapse between renewals"),
+    "FACTORY_STOP_GRACE_SECONDS": (0, "how long a stopping worker lets its current run go on"),
     "FACTORY_STDOUT_CAP_BYTES": (1024, "a run's result line must fit in its captured output"),
     "FACTORY_HTTP_READ_SECONDS": (1, "a request must have time to arrive; only slow clients should run out of it"),
 }

@@ -59,9 +59,14 @@ class RunStatus(models.TextChoices):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     ABANDONED = "abandoned"
+    #: A mutating run's attempt was cut short (a stopped worker, a lost lease); waits for an
+    #: operator's retry or close (docs/design.md §8).
+    INTERRUPTED = "interrupted"
 
 
-ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.CLAIMED, RunStatus.RUNNING)
+#: The statuses that hold a singleton loop: an interrupted run holds it until an operator
+#: resolves it, since its command may have done part of its work (docs/design.md §7.3, §8).
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.CLAIMED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
 TERMINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.ABANDONED)
 #: The states in which a run holds its definition's barrier (docs/design.md §7, Barriers): claimed and
 #: running, and ``interrupted`` — an attempt cut off midway may have done part of its work,
@@ -220,13 +225,15 @@ class Run(models.Model):
             models.Index(fields=["barrier", "status"], condition=Q(barrier__isnull=False), name="run_barrier_idx"),
             # Lease expiry sweep over claimed and running runs.
             models.Index(fields=["lease_expires_at"], condition=Q(status__in=["claimed", "running"]), name="run_leased_idx"),
+            # The inbox's and the doctor's interrupted runs.
+            models.Index(fields=["id"], condition=Q(status="interrupted"), name="run_interrupted_idx"),
         ]
         constraints = [
             # At most one active run per singleton loop (docs/design.md §7.3): two planners or an
             # approval racing a tick cannot both queue one.
             models.UniqueConstraint(
                 fields=["singleton_key"],
-                condition=Q(status__in=["queued", "claimed", "running"]),
+                condition=Q(status__in=["queued", "claimed", "running", "interrupted"]),
                 name="run_one_active_per_singleton",
             ),
             models.UniqueConstraint(

@@ -1,6 +1,8 @@
 """Small helpers the tests share: the slot loop at a named instant, the worker's queue, injected events,
 many loops at once, the keyed example's customers and a ship-apply request."""
 
+from unittest import mock
+
 import time_machine
 
 from ops.slot_loop import iterate
@@ -34,8 +36,12 @@ def work_all() -> int:
 
 
 def step(instant: str):
-    """At ``instant``: run the queue, then one slot-loop iteration (publish the outbox, plan)."""
-    with time_machine.travel(at(instant), tick=False):
+    """At ``instant``: run the queue, then one slot-loop iteration (publish the outbox, plan).
+
+    The worker reads the database's clock, which no time travel moves: it is pinned to ``instant``."""
+    with time_machine.travel(at(instant), tick=False), mock.patch(
+        "runtime.services.execution.database_now", lambda: at(instant)
+    ):
         work_all()
         return tick(instant)
 

@@ -1,12 +1,15 @@
 """The command adapter: a closed argv template run without a shell (docs/design.md §8).
 
-The command gets a minimal environment, its own process group (killed whole on
-time-out), and its stdout and stderr captured to the run directory up to a size cap.
+The command gets a minimal environment, its own process group under a shim that
+kills it whole on time-out, on abort and when the worker dies (``lib/command_shim.py``),
+and its stdout and stderr captured to the run directory up to a size cap.
 """
 
 import contextlib
 import os
+import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -15,7 +18,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from lib.processes import kill_process_group
+from lib import command_shim
 from runtime.registry.model import fill_argv
 
 from .base import CommandOutcome, Execution
@@ -32,6 +35,8 @@ PASSED_ENVIRONMENT = (
 TAIL_BYTES = 64 * 1024
 #: After SIGTERM to the process group, how long before SIGKILL.
 KILL_GRACE_SECONDS = 5
+#: How long the shim may take beyond the grace to reap the last descendants and exit.
+SHIM_EXIT_SECONDS = 5
 POLL_SECONDS = 0.2
 
 
@@ -78,6 +83,23 @@ def _feed(stream, data: bytes) -> None:
             stream.close()
 
 
+#: The shims of the commands this process is running now (``terminate_running_commands``).
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
+
+
+def terminate_running_commands() -> int:
+    """SIGTERM the shim of every command this process is running, so each kills its command
+    (TERM, KILL after the grace), whatever the thread waiting for it is doing. The lease
+    watchdog calls it when a renewal hangs past the lease (docs/design.md §8). Returns how many."""
+    with _running_lock:
+        shims = [process for process in _running if process.poll() is None]
+    for process in shims:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+    return len(shims)
+
+
 def run_command(
     argv: list[str],
     *,
@@ -94,25 +116,67 @@ def run_command(
     ``stdin_data`` is written to the command's stdin (then closed) by a thread, so a
     command that does not read it cannot block the wait; without it stdin is empty.
 
+    The command runs under ``lib/command_shim.py``, in a session of its own: it dies with
+    this process whatever ends it (an exception, a signal, SIGKILL — the shim's
+    parent-death signal), and whatever it leaves behind, double-forked descendants
+    included, is killed when it exits (docs/design.md §8).
+
     ``while_waiting`` is called about every 0.2 s (the worker renews its lease there);
     when it returns False the command is killed and the outcome is ``aborted``. On
-    time-out the whole process group gets SIGTERM, then SIGKILL after 5 s. Whatever the
-    command left behind in its process group is killed when it exits.
+    time-out, abort or any exit from here, the command's process group and descendants
+    get SIGTERM, then SIGKILL after ``KILL_GRACE_SECONDS``.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     stdout_path = run_dir / capture_name
+    status_read, status_write = os.pipe()
     try:
         process = subprocess.Popen(
-            argv,
+            [
+                sys.executable, "-I", command_shim.__file__, "--parent", str(os.getpid()),
+                "--grace", str(KILL_GRACE_SECONDS), "--status-fd", str(status_write), "--", *argv,
+            ],
             stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=run_dir,
             env=minimal_environment(run_id, run_dir),
             start_new_session=True,
+            pass_fds=(status_write,),
         )
     except OSError as exc:
-        return CommandOutcome(None, False, "", "", not_found=f"{argv[0]}: {exc.strerror or exc}")
+        os.close(status_read)
+        return CommandOutcome(None, False, "", "", not_found=f"{sys.executable}: {exc.strerror or exc}")
+    finally:
+        os.close(status_write)
+    status = _ShimStatus(status_read)
+    with _running_lock:
+        _running.add(process)
+    try:
+        return _wait(process, status, stdout_path, run_dir, stdin_data, timeout_seconds, stdout_cap, while_waiting)
+    finally:
+        _stop_shim(process, status)
+        with _running_lock:
+            _running.discard(process)
+
+
+class _ShimStatus:
+    """The shim's status lines (``pid N``, ``error TEXT``, ``exit CODE``), read by a thread."""
+
+    def __init__(self, fd: int):
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, args=(fd,), daemon=True)
+        self.reader.start()
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as stream:
+            for line in stream:
+                self.lines.append(line.rstrip("\n"))
+
+    def value(self, word: str) -> str | None:
+        return next((line[len(word) + 1:] for line in self.lines if line.startswith(word + " ")), None)
+
+
+def _wait(process, status, stdout_path, run_dir, stdin_data, timeout_seconds, stdout_cap, while_waiting) -> CommandOutcome:
     tail: deque = deque(maxlen=TAIL_BYTES)
     readers = [
         threading.Thread(target=_copy_capped, args=(process.stdout, stdout_path, stdout_cap, tail), daemon=True),
@@ -132,11 +196,16 @@ def run_command(
             aborted = True
             break
         time.sleep(POLL_SECONDS)
-    kill_process_group(process, grace_seconds=KILL_GRACE_SECONDS)
+    _stop_shim(process, status)
     for reader in readers:
         reader.join(timeout=KILL_GRACE_SECONDS)
+    error = status.value("error")
+    if error is not None and not (timed_out or aborted):
+        return CommandOutcome(None, False, "", "", not_found=error)
+    # A shim that died before reporting (the OOM killer, say) answers with its own status.
+    exit_code = status.value("exit")
     return CommandOutcome(
-        exit_code=None if timed_out or aborted else process.returncode,
+        exit_code=None if timed_out or aborted else int(exit_code) if exit_code is not None else process.returncode,
         timed_out=timed_out,
         aborted=aborted,
         stdout_tail=bytes(tail).decode("utf-8", errors="replace"),
@@ -152,6 +221,24 @@ def run_argv(plan: dict, run_id: int, run_dir: Path) -> list[str]:
     if plan.get("argvTemplate") is None:
         return fill_argv(plan["argv"], run_time)
     return fill_argv(plan["argvTemplate"], {**plan["argvValues"], **run_time})
+
+
+def _stop_shim(process: subprocess.Popen, status: _ShimStatus) -> None:
+    """End the shim and so the command: SIGTERM, then — should the shim itself not end within
+    its grace and a little more — SIGKILL to it and to the command's process group."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=KILL_GRACE_SECONDS + SHIM_EXIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            command_pid = status.value("pid")
+            if command_pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(int(command_pid), signal.SIGKILL)
+            process.kill()
+            process.wait()
+    status.reader.join(timeout=SHIM_EXIT_SECONDS)
 
 
 def execute_command(execution: Execution) -> CommandOutcome:

@@ -11,7 +11,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runtime", "0004_rename_event_ids"),
+        ("runtime", "0005_run_interrupted"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

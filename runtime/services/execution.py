@@ -2,60 +2,188 @@
 
 ``work_one`` handles one item and says whether it did anything; ``ops.worker.run_worker``
 is the trivial loop around it used by ``manage.py worker`` and by ``runserve``'s workers.
+Every instant written comes from ``runtime.clock.database_now()``, read once per step.
+
+A run's command never outlives the lease that allowed it (docs/design.md §8): the
+worker renews the lease every ``renewal_interval``; a renewal that fails (a database
+error, a dropped connection — closed and reopened) is retried while the lease lasts;
+when the lease is lost, or would end before a renewal got through, or the worker was
+asked to stop and its ``FACTORY_STOP_GRACE_SECONDS`` are over, the command is killed at
+once and the attempt recorded.
 """
 
+import contextlib
 import logging
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
-from django.utils import timezone
+from django.db import DatabaseError, connection
 
 from lib.refusals import Refused
 from runtime.adapters import ADAPTERS
 from runtime.adapters.base import Execution, RunResult
+from runtime.adapters.command import terminate_running_commands
 from runtime.adapters.result import result_from_output
+from runtime.clock import database_now
 from runtime.models import Run
 from runtime.registry import get_registry, store
 
-from .runs import claim_next_run, expire_leases, fail_attempt, finish_run, renew_lease, start_run
+from .runs import (
+    claim_next_run,
+    expire_leases,
+    fail_attempt,
+    finish_run,
+    record_lease_lost,
+    renew_lease,
+    renewal_interval,
+    start_run,
+)
 
 logger = logging.getLogger(__name__)
 
+#: After a failed renewal or write, how long before the next try, in seconds.
+RETRY_SECONDS = 1.0
+#: How often the lease watchdog looks at a renewal in progress, in seconds.
+WATCHDOG_SECONDS = 0.2
 
-def execute_run(run: Run, *, worker: str) -> None:
-    """Execute a claimed run to its end: finished, failed attempt, or lease lost.
+
+def reset_connection() -> None:
+    """Drop this thread's database connection (broken, say); the next query opens a new one."""
+    with contextlib.suppress(DatabaseError):
+        connection.close()
+
+
+class LeaseKeeper:
+    """``while_waiting`` for one attempt: True while the command may go on.
+
+    ``held_until`` is this process's monotonic instant by which the lease ends for sure
+    (measured from before the request that set it). ``ended`` says why it said stop:
+    ``lease_lost`` (another took the run), ``lease_renewal_failed`` (no renewal got
+    through in time) or ``worker_stopped`` (the stop grace is over).
+
+    A renewal can hang (a database host gone without a word) with the waiting thread
+    inside it: while the keeper is ``watching``, a watchdog thread kills the running
+    commands when the lease ends during a renewal that has not come back.
+    """
+
+    def __init__(self, run: Run, *, worker: str, lease_seconds: int, lease_started: float,
+                 stop: threading.Event | None, stop_grace: float):
+        self.run, self.worker, self.lease_seconds = run, worker, lease_seconds
+        self.stop, self.stop_grace = stop, stop_grace
+        self.renew_every = renewal_interval(lease_seconds)
+        self.held_until = lease_started + lease_seconds
+        self.next_renewal = lease_started + self.renew_every
+        self.stop_deadline: float | None = None
+        self.ended = ""
+        self.renewing = False
+        self.done = threading.Event()
+
+    @contextlib.contextmanager
+    def watching(self):
+        """Run the watchdog for the duration of the block."""
+        watchdog = threading.Thread(target=self._watch, name=f"lease-watchdog-{self.run.pk}", daemon=True)
+        watchdog.start()
+        try:
+            yield self
+        finally:
+            self.done.set()
+            watchdog.join()
+
+    def _watch(self) -> None:
+        while not self.done.wait(WATCHDOG_SECONDS):
+            if self.renewing and time.monotonic() >= self.held_until:
+                self.ended = "lease_renewal_failed"
+                logger.error("run %s: lease renewal hung past the lease; killing its command", self.run.pk,
+                             extra={"action": "lease_renewal_hung", "run": self.run.pk})
+                terminate_running_commands()
+                return
+
+    def __call__(self) -> bool:
+        moment = time.monotonic()
+        if self.stop is not None and self.stop.is_set():
+            if self.stop_deadline is None:
+                self.stop_deadline = moment + self.stop_grace
+                logger.warning("run %s: stopping; its command gets %ss to finish", self.run.pk, self.stop_grace,
+                               extra={"action": "run_stop_grace", "run": self.run.pk})
+            if moment >= self.stop_deadline:
+                return self._end("worker_stopped")
+        if moment >= self.held_until or self.ended:
+            return self._end(self.ended or "lease_renewal_failed")
+        if moment < self.next_renewal:
+            return True
+        self.renewing = True
+        try:
+            held = renew_lease(self.run.pk, worker=self.worker, now=database_now(), lease_seconds=self.lease_seconds)
+        except DatabaseError as exc:
+            logger.warning("run %s: lease renewal failed (%s); retrying", self.run.pk, exc,
+                           extra={"action": "lease_renewal_failed", "run": self.run.pk})
+            reset_connection()
+            self.next_renewal = time.monotonic() + RETRY_SECONDS
+            return True
+        finally:
+            self.renewing = False
+        if self.ended:
+            return self._end(self.ended)
+        if not held:
+            return self._end("lease_lost")
+        self.held_until = moment + self.lease_seconds
+        self.next_renewal = moment + self.renew_every
+        return True
+
+    def _end(self, reason: str) -> bool:
+        self.ended = reason
+        logger.warning("run %s: %s; killing its command", self.run.pk, reason.replace("_", " "),
+                       extra={"action": reason, "run": self.run.pk})
+        return False
+
+
+def write_while_held(write: Callable[[], object], *, until: float, what: str):
+    """Call ``write`` (a database write that reads its own ``now``), retrying a database
+    error on a fresh connection until the monotonic instant ``until``; after that the
+    lease sweep owns the run. Returns what ``write`` returned, or None when it never got through."""
+    while True:
+        try:
+            return write()
+        except DatabaseError as exc:
+            if time.monotonic() >= until:
+                logger.error("could not record %s (%s); the lease sweep will", what, exc, extra={"action": "record_failed"})
+                return None
+            reset_connection()
+            time.sleep(RETRY_SECONDS)
+
+
+def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, lease_started: float | None = None) -> None:
+    """Execute a claimed run to its end: finished, failed or interrupted attempt, or lease lost.
 
     The plan's adapter decides how (docs/design.md §8): ``command`` runs its argv, ``agent``
     runs ``FACTORY_AGENT_COMMAND`` with the plan on stdin, ``fake`` plays the scripted
-    outcome. All three share the lease renewal, the time-out (a failed attempt) and the
-    output contract; a run that cannot start (missing executable, no agent command, no
-    scripted outcome, unknown adapter) is a finished failure, never retried.
+    outcome. All three share the lease renewal (``LeaseKeeper``), the time-out (a failed
+    attempt), the stop grace (an interrupted attempt) and the output contract; a run that
+    cannot start (missing executable, no agent command, no scripted outcome, unknown
+    adapter) is a finished failure, never retried. ``lease_started`` is the monotonic
+    instant taken before the claim (default: now).
     """
-    if not start_run(run, worker=worker, now=timezone.now()):
+    lease_seconds = settings.FACTORY_LEASE_SECONDS
+    lease = LeaseKeeper(
+        run, worker=worker, lease_seconds=lease_seconds,
+        lease_started=time.monotonic() if lease_started is None else lease_started,
+        stop=stop, stop_grace=settings.FACTORY_STOP_GRACE_SECONDS,
+    )
+    if not start_run(run, worker=worker, now=database_now()):
         return
     plan = run.plan
     registry = get_registry()
-    lease_seconds = settings.FACTORY_LEASE_SECONDS
-    renew_every = max(1.0, lease_seconds / 3)
-    last_renewal = time.monotonic()
 
-    def keep_lease() -> bool:
-        nonlocal last_renewal
-        if time.monotonic() - last_renewal < renew_every:
-            return True
-        last_renewal = time.monotonic()
-        held = renew_lease(run.pk, worker=worker, now=timezone.now(), lease_seconds=lease_seconds)
-        if not held:
-            logger.warning("run %s: lease lost; stopping its command", run.pk, extra={"action": "lease_lost", "run": run.pk})
-        return held
+    def finish(result: RunResult) -> None:
+        write_while_held(lambda: finish_run(run, result, worker=worker, now=database_now(), registry=registry),
+                         until=lease.held_until, what=f"the end of run {run.pk}")
 
     adapter = ADAPTERS.get(plan.get("adapter"))
     if adapter is None:
-        finish_run(
-            run, RunResult("FAILED", False, reason="unknown_adapter", summary=f"no adapter named {plan.get('adapter')!r}"),
-            worker=worker, now=timezone.now(), registry=registry,
-        )
+        finish(RunResult("FAILED", False, reason="unknown_adapter", summary=f"no adapter named {plan.get('adapter')!r}"))
         return
     execution = Execution(
         run=run,
@@ -63,20 +191,24 @@ def execute_run(run: Run, *, worker: str) -> None:
         capture_name=plan.get("captureStdout") or "stdout.log",
         timeout_seconds=run.timeout_seconds,
         stdout_cap=settings.FACTORY_STDOUT_CAP_BYTES,
-        while_waiting=keep_lease,
+        while_waiting=lease,
         definitions=registry.definitions,
     )
     try:
-        outcome = adapter(execution)
+        with lease.watching():
+            outcome = adapter(execution)
     except Refused as exc:
-        finish_run(run, RunResult("FAILED", False, reason=exc.code, summary=exc.detail), worker=worker,
-                   now=timezone.now(), registry=registry)
+        finish(RunResult("FAILED", False, reason=exc.code, summary=exc.detail))
         return
-    now = timezone.now()
-    if outcome.aborted:
+    if outcome.aborted or lease.ended:
+        _record_abort(run, lease, worker)
         return
     if outcome.timed_out:
-        fail_attempt(run.pk, reason="timeout", now=now, worker=worker)
+        # A command killed at its time-out may have done part of its work, like a stopped one:
+        # a mutating run waits as interrupted for an operator (docs/design.md §8).
+        write_while_held(lambda: fail_attempt(run.pk, reason="timeout", now=database_now(), worker=worker,
+                                              interrupted=True),
+                         until=lease.held_until, what=f"the time-out of run {run.pk}")
         return
     if outcome.not_found:
         result = RunResult("FAILED", False, reason="command_not_found", summary=outcome.not_found)
@@ -89,22 +221,40 @@ def execute_run(run: Run, *, worker: str) -> None:
             output_schema=definition.output_schema if definition else None,
             stdout_path=outcome.stdout_path,
         )
-    finish_run(run, result, worker=worker, now=now, registry=registry)
+    finish(result)
 
 
-def work_one(*, worker: str) -> bool:
+def _record_abort(run: Run, lease: LeaseKeeper, worker: str) -> None:
+    """Record an attempt whose command was killed: the lease was lost (the journal says the
+    worker killed it) or the attempt was interrupted (``fail_attempt(interrupted=True)``)."""
+    if lease.ended == "lease_lost":
+        write_while_held(
+            lambda: record_lease_lost(run.pk, worker=worker, attempt=run.attempt, now=database_now()),
+            until=time.monotonic() + renewal_interval(lease.lease_seconds), what=f"the lost lease of run {run.pk}",
+        )
+        return
+    write_while_held(
+        lambda: fail_attempt(run.pk, reason=lease.ended, now=database_now(), worker=worker, interrupted=True),
+        until=lease.held_until + renewal_interval(lease.lease_seconds), what=f"the interrupted attempt of run {run.pk}",
+    )
+
+
+def work_one(*, worker: str, stop: threading.Event | None = None) -> bool:
     """Expire stale leases, then claim and execute one run. True when a run was handled.
 
-    The registry is re-read first when a file changed, so output contracts and chain
-    edges are those in force, not those of the worker's start (a bad change on disk
-    keeps the last good registry, as in the slot loop).
+    One database instant serves the sweep and the claim. The registry is re-read first
+    when a file changed, so output contracts and chain edges are those in force, not
+    those of the worker's start (a bad change on disk keeps the last good registry, as
+    in the slot loop). ``stop`` is the worker's stop request (``execute_run``).
     """
     store.refresh()
-    expire_leases(now=timezone.now())
-    run = claim_next_run(worker=worker, now=timezone.now(), lease_seconds=settings.FACTORY_LEASE_SECONDS)
+    lease_started = time.monotonic()
+    now = database_now()
+    expire_leases(now=now)
+    run = claim_next_run(worker=worker, now=now, lease_seconds=settings.FACTORY_LEASE_SECONDS)
     if run is None:
         return False
     logger.info("run %s claimed (attempt %s/%s)", run.pk, run.attempt, run.max_attempts,
                 extra={"action": "run_claimed", "run": run.pk})
-    execute_run(run, worker=worker)
+    execute_run(run, worker=worker, stop=stop, lease_started=lease_started)
     return True

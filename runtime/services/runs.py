@@ -1,4 +1,4 @@
-"""Run state transitions: claim under a lease, start, renew, finish, fail an attempt (docs/design.md §8).
+"""Run state transitions: claim under a lease, start, renew, finish, fail or interrupt an attempt (docs/design.md §8).
 
 Each transition is one compare-and-swap ``UPDATE … WHERE status = old`` so a worker
 that lost its lease (expired, then claimed by another) cannot overwrite the newer state.
@@ -8,10 +8,12 @@ No transaction here is held across a subprocess or any other I/O.
 import logging
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 
 from runtime.adapters.base import RunResult
+from runtime.adapters.command import KILL_GRACE_SECONDS
 from runtime.models import Actor, Event, Proposal, Run, RunStatus
 from runtime.registry import Registry, get_registry
 
@@ -194,31 +196,56 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
     return True
 
 
-def fail_attempt(run_id: int, *, reason: str, now: datetime, expected_status=LEASED_STATUSES, worker: str | None = None) -> str | None:
-    """Count a failed attempt (lease expired, time-out): requeue within budget, else abandon.
+def renewal_interval(lease_seconds: int) -> float:
+    """How often a worker renews a lease of ``lease_seconds``: a third of it, at least a second."""
+    return max(1.0, lease_seconds / 3)
+
+
+def expiry_margin(lease_seconds: int) -> timedelta:
+    """How long past its lease's end a run must be before the sweep takes it back (docs/design.md §8).
+
+    Longer than the renewal interval plus the command's kill grace: a worker that cannot
+    renew kills its command when the lease would end, and that command is dead — TERM,
+    then KILL after ``KILL_GRACE_SECONDS`` — before the run can be claimed again.
+    """
+    return timedelta(seconds=renewal_interval(lease_seconds) + KILL_GRACE_SECONDS)
+
+
+def fail_attempt(
+    run_id: int, *, reason: str, now: datetime, expected_status=LEASED_STATUSES, worker: str | None = None,
+    interrupted: bool = False,
+) -> str | None:
+    """Count a failed attempt (lease expired, time-out, a stopped worker): requeue within budget,
+    else abandon — except that an ``interrupted`` attempt of a mutating definition (its
+    command may have done part of its work) makes the run ``interrupted``, for an
+    operator to retry or close (docs/design.md §8).
 
     An abandoned run releases its idempotency key (docs/design.md §7.2). Returns the new
-    status (``queued`` or ``abandoned``), or None when the run was no longer in
-    ``expected_status`` (someone else moved it first).
+    status (``queued``, ``abandoned`` or ``interrupted``), or None when
+    the run was no longer in ``expected_status`` or held by ``worker`` (someone else
+    moved it first).
     """
     with transaction.atomic():
         run = Run.objects.filter(pk=run_id).first()
         if run is None or run.status not in expected_status or (worker is not None and run.worker != worker):
             return None
-        retry = run.attempt < run.max_attempts
-        new_status = RunStatus.QUEUED if retry else RunStatus.ABANDONED
+        if interrupted and run.plan.get("mutating", True):
+            new_status = RunStatus.INTERRUPTED
+        else:
+            new_status = RunStatus.QUEUED if run.attempt < run.max_attempts else RunStatus.ABANDONED
         changes = dict(status=new_status, lease_expires_at=None, worker="", reason=reason)
-        if not retry:
+        if new_status == RunStatus.ABANDONED:
             changes["finished_at"] = now
         if not Run.objects.filter(pk=run.pk, status=run.status, attempt=run.attempt, worker=run.worker).update(**changes):
             return None
-        record(
-            "run_requeued" if retry else "run_abandoned", Actor.SYSTEM, at=now, run=run,
-            data={"reason": reason, "attempt": run.attempt, "maxAttempts": run.max_attempts},
-        )
-        if not retry:
+        action = {RunStatus.QUEUED: "run_requeued", RunStatus.ABANDONED: "run_abandoned"}.get(new_status, "run_interrupted")
+        data = {"reason": reason, "attempt": run.attempt, "maxAttempts": run.max_attempts}
+        if new_status == RunStatus.INTERRUPTED:
+            data["worker"] = run.worker
+        record(action, Actor.SYSTEM, at=now, run=run, data=data)
+        if new_status == RunStatus.ABANDONED:
             release_idempotency_key(run.proposal, reason="abandoned", now=now)
-    log = logger.warning if retry else logger.error
+    log = logger.warning if new_status == RunStatus.QUEUED else logger.error
     log(
         "run %s attempt %s/%s failed (%s): %s", run.pk, run.attempt, run.max_attempts, reason, new_status,
         extra={"action": "run_attempt_failed", "run": run.pk},
@@ -226,9 +253,23 @@ def fail_attempt(run_id: int, *, reason: str, now: datetime, expected_status=LEA
     return new_status
 
 
-def expire_leases(*, now: datetime) -> int:
-    """Fail the attempt of every claimed or running run whose lease ran out; returns how many."""
+def record_lease_lost(run_id: int, *, worker: str, attempt: int, now: datetime) -> None:
+    """Journal that ``worker`` found its lease gone and killed its command (``run_lease_lost``)."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is not None:
+        record("run_lease_lost", Actor.SYSTEM, at=now, run=run, data={"worker": worker, "attempt": attempt})
+
+
+def expire_leases(*, now: datetime, margin: timedelta | None = None) -> int:
+    """Take back every claimed or running run whose lease ended more than ``margin`` (default
+    ``expiry_margin(FACTORY_LEASE_SECONDS)``) before ``now``; returns how many.
+
+    Each is an interrupted attempt: a mutating run becomes ``interrupted``, any other is
+    requeued within its budget, else abandoned (``fail_attempt``).
+    """
+    if margin is None:
+        margin = expiry_margin(settings.FACTORY_LEASE_SECONDS)
     expired = list(
-        Run.objects.filter(status__in=LEASED_STATUSES, lease_expires_at__lt=now).values_list("id", flat=True)
+        Run.objects.filter(status__in=LEASED_STATUSES, lease_expires_at__lt=now - margin).values_list("id", flat=True)
     )
-    return sum(1 for run_id in expired if fail_attempt(run_id, reason="lease_expired", now=now))
+    return sum(1 for run_id in expired if fail_attempt(run_id, reason="lease_expired", now=now, interrupted=True))

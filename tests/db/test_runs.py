@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.models import Door, JournalEntry, Run
+from runtime.models import Door, JournalEntry, Proposal, Run
 from runtime.registry import store
 from runtime.services.admission import admit_event
+from runtime.services.approval import approve_proposal
 from runtime.services.execution import work_one
 from runtime.services.planning import plan_pending
 from runtime.services.runs import claim_next_run, expire_leases
@@ -22,8 +23,10 @@ NOW = at("2026-11-30T10:00:00Z")
 CONTRACT_LINE = '{"schemaVersion": "factory.command-result/v1", "outcome": "DONE", "summary": "all good", "data": {"n": 3}}'
 
 
-def queue(registry_files, script: str, *, timeout=30, attempts=1, mutating=False, capture="out.log", event_id="ev-1"):
-    """Register a one-off command definition, inject an event for it and plan it into a queued run."""
+def queue(registry_files, script: str, *, timeout=30, attempts=1, mutating=False, capture="out.log", event_id="ev-1",
+          approver=None):
+    """Register a one-off command definition, inject an event for it and plan it into a queued run
+    (a mutating one is watched: ``approver`` approves its proposal)."""
     definition = {
         "id": "probe", "version": 1, "adapter": "command", "command": ["{python}", "-c", script],
         "captureStdout": capture, "output_contract": "factory.command-result/v1", "mutating": mutating,
@@ -37,6 +40,8 @@ def queue(registry_files, script: str, *, timeout=30, attempts=1, mutating=False
     }
     admit_event(envelope, door=Door.INJECT, now=NOW)
     plan_pending(now=NOW)
+    if mutating:
+        approve_proposal(Proposal.objects.get(event__uid=event_id).pk, user=approver, now=NOW)
     return Run.objects.get(event__uid=event_id)
 
 
@@ -120,6 +125,17 @@ def test_a_time_out_kills_the_process_group_and_counts_as_a_failed_attempt(regis
     assert JournalEntry.objects.get(action="run_abandoned").data == {"reason": "timeout", "attempt": 2, "maxAttempts": 2}
 
 
+def test_a_mutating_command_past_its_time_out_is_interrupted_not_run_again(registry_files, approver):
+    run = queue(registry_files, "import time; time.sleep(60)", timeout=1, attempts=3, mutating=True, approver=approver)
+    work_one(worker="w1")
+    run.refresh_from_db()
+    assert (run.status, run.reason, run.attempt) == ("interrupted", "timeout", 1)
+    assert JournalEntry.objects.get(action="run_interrupted").data == {
+        "reason": "timeout", "attempt": 1, "maxAttempts": 3, "worker": "w1"
+    }
+    assert not work_one(worker="w1")
+
+
 def test_stdout_is_capped(registry_files, settings):
     settings.FACTORY_STDOUT_CAP_BYTES = 100
     run = queue(registry_files, f"print('x' * 10000); print({CONTRACT_LINE!r})")
@@ -146,15 +162,17 @@ def test_the_command_gets_a_minimal_environment_without_secrets(registry_files, 
     assert env["FACTORY_RUN_DIR"].endswith(f"/{run.pk}")
 
 
-def test_an_expired_lease_is_a_failed_attempt_retried_then_abandoned(registry_files):
+def test_an_expired_lease_is_a_failed_attempt_retried_then_abandoned(registry_files, settings):
+    settings.FACTORY_LEASE_SECONDS = 60
     run = queue(registry_files, "print('x')", attempts=2)
     claimed = claim_next_run(worker="w1", now=NOW, lease_seconds=60)
     assert (claimed.pk, claimed.attempt, claimed.status) == (run.pk, 1, "claimed")
-    assert expire_leases(now=NOW + timedelta(seconds=59)) == 0
-    assert expire_leases(now=NOW + timedelta(seconds=61)) == 1
+    # Taken back only past the lease plus a margin: the renewal interval (20 s) and the kill grace (5 s).
+    assert expire_leases(now=NOW + timedelta(seconds=84)) == 0
+    assert expire_leases(now=NOW + timedelta(seconds=86)) == 1
     run.refresh_from_db()
     assert (run.status, run.reason, run.worker, run.attempt) == ("queued", "lease_expired", "", 1)
-    again = claim_next_run(worker="w2", now=NOW + timedelta(seconds=62), lease_seconds=60)
+    again = claim_next_run(worker="w2", now=NOW + timedelta(seconds=87), lease_seconds=60)
     assert again.attempt == 2
     assert expire_leases(now=NOW + timedelta(seconds=200)) == 1
     run.refresh_from_db()

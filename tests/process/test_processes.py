@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.attempts import alive
 from tests.processes import children_of, command_line, free_port, stop, wait_for, wait_serving
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db]
@@ -102,10 +103,10 @@ SLEEPER = {
 }
 
 
-def kill_command(runtime, run_id: int) -> None:
-    """The command runs in its own session: kill its process group as a host crash would."""
+def command_dies(runtime, run_id: int) -> None:
+    """The command dies with its SIGKILLed worker (the shim's parent-death signal), within seconds."""
     pid = int((runtime.root / "runs" / str(run_id) / "pid").read_text())
-    os.killpg(pid, signal.SIGKILL)
+    wait_for(lambda: not alive(pid), timeout=5, what=f"command {pid} to die with its worker")
 
 
 def test_a_worker_killed_mid_run_is_retried_after_its_lease_expires_then_abandoned(runtime):
@@ -131,7 +132,7 @@ def test_a_worker_killed_mid_run_is_retried_after_its_lease_expires_then_abandon
         wait_for(lambda: (runtime.root / "runs" / str(run_id) / "pid").exists(), timeout=10, what="the command's pid")
         worker.send_signal(signal.SIGKILL)
         worker.communicate(timeout=10)
-        kill_command(runtime, run_id)
+        command_dies(runtime, run_id)
         (runtime.root / "runs" / str(run_id) / "pid").unlink()
 
     wait_for(

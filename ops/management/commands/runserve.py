@@ -26,20 +26,27 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from lib.processes import SUPERVISOR_PID_VARIABLE, die_with_parent
+from runtime.adapters.command import KILL_GRACE_SECONDS, SHIM_EXIT_SECONDS
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
 
 #: The demo's settings, relative to the project directory (docs/demo.md).
 DEMO_ENV_FILE = "demo/demo.env"
 DEMO_VAR_DIR = "var/demo"
-#: How long children get to finish their current item after SIGTERM before SIGKILL.
-SHUTDOWN_GRACE_SECONDS = 20
+#: Beyond a worker's stop grace and its command's kill, how long children get before SIGKILL.
+SHUTDOWN_SLACK_SECONDS = 10
 POLL_SECONDS = 0.2
 #: Threads per gunicorn worker: with the default two workers, 32 requests at once — ten slow
 #: clients all landing on one worker still leave it six (docs/design.md §10).
 HTTP_THREADS = 16
 #: gunicorn's default access line plus the request id the runtime's own log lines carry.
 ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" requestId=%({x-request-id}o)s'
+
+
+def shutdown_grace_seconds() -> float:
+    """How long the supervisor waits for its children after SIGTERM (docs/design.md §8):
+    ``FACTORY_STOP_GRACE_SECONDS``, the command's kill grace and the shim's exit, plus slack."""
+    return settings.FACTORY_STOP_GRACE_SECONDS + KILL_GRACE_SECONDS + SHIM_EXIT_SECONDS + SHUTDOWN_SLACK_SECONDS
 
 
 class Command(BaseCommand):
@@ -153,15 +160,19 @@ class Command(BaseCommand):
         return exit_code
 
     def stop_children(self, children: dict[str, subprocess.Popen]) -> None:
+        """SIGTERM every child, then wait ``shutdown_grace_seconds()``: longer than a worker
+        lets its current run go on and then kills its command, so no worker is cut short
+        (and its command's shim kills the command even if it were)."""
         for child in children.values():
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
+        grace = shutdown_grace_seconds()
+        deadline = time.monotonic() + grace
         for name, child in children.items():
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self.stderr.write(f"child {name} did not stop in {SHUTDOWN_GRACE_SECONDS}s; killing it")
+                self.stderr.write(f"child {name} did not stop in {grace:g}s; killing it")
                 child.kill()
                 child.wait()
         self.stdout.write("runtime stopped")

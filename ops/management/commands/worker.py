@@ -1,7 +1,8 @@
 """``manage.py worker``: a standalone run worker (docs/design.md §8, §10).
 
-Claims queued runs under a lease and executes them; SIGTERM or Ctrl-C finishes the
-current run first. ``--once`` works until the queue is empty, then exits.
+Claims queued runs under a lease and executes them; SIGTERM or Ctrl-C lets the
+current run finish within ``FACTORY_STOP_GRACE_SECONDS``, then kills its command and
+records the attempt as interrupted. ``--once`` works until the queue is empty, then exits.
 """
 
 from django.core.management.base import BaseCommand
