@@ -12,6 +12,7 @@ from runtime.adapters.base import RunResult
 from runtime.models import JournalEntry, Proposal, Run
 from runtime.services import barriers
 from runtime.services.approval import approve_proposal
+from runtime.services.interrupted import close_run
 from runtime.services.planning import plan_pending
 from runtime.services.runs import claim_next_run, expire_leases, finish_run, start_run
 from tests.conftest import SHA, at
@@ -62,13 +63,17 @@ def test_the_second_merge_waits_queued_until_the_first_ends(registry_files, appr
     ]
 
 
-def test_an_abandoned_merge_frees_the_barrier(registry_files, approver):
+def test_an_interrupted_merge_holds_the_barrier_until_an_operator_closes_it(registry_files, approver):
     alpha, beta = two_approved_merges(approver)
     claim("w1")
-    assert expire_leases(now=NOW + timedelta(seconds=61)) == 1    # merge-apply has one attempt
+    assert expire_leases(now=NOW + timedelta(seconds=61), margin=timedelta(0)) == 1
+    alpha.refresh_from_db()
+    assert (alpha.status, alpha.reason) == ("interrupted", "lease_expired")   # it may have merged part-way
+    assert claim("w2", 62) is None
+    close_run(alpha.pk, user=approver, now=NOW + timedelta(seconds=63))
     alpha.refresh_from_db()
     assert alpha.status == "abandoned"
-    assert claim("w2", 62).pk == beta.pk
+    assert claim("w2", 64).pk == beta.pk
 
 
 def test_the_database_refuses_a_second_holder_of_a_barrier(registry_files, approver):

@@ -8,7 +8,7 @@ from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal, reject_proposal
 from runtime.services.planning import plan_pending
-from runtime.services.runs import claim_next_run, expire_leases
+from runtime.services.runs import claim_next_run, fail_attempt
 from tests.conftest import SHA, at
 from tests.helpers import inject, step, tick
 
@@ -136,10 +136,12 @@ def test_an_abandoned_run_releases_its_key(registry_files, approver):
     inject("op-merge-7", "factory.merge-apply.requested", APPLY)
     plan_pending(now=NOW)
     approve_proposal(Proposal.objects.get().pk, user=approver, now=NOW)
-    claim_next_run(worker="w1", now=NOW, lease_seconds=60)
-    assert expire_leases(now=NOW + timedelta(seconds=61)) == 1
+    claimed = claim_next_run(worker="w1", now=NOW, lease_seconds=60)
+    # A mutating run is interrupted, not abandoned, by its own faults (docs/design.md §8): the
+    # failed-attempt path with its one attempt spent is what abandons.
+    assert fail_attempt(claimed.pk, reason="timeout", now=NOW + timedelta(seconds=61)) == "abandoned"
     run = Run.objects.get()
-    assert (run.status, run.reason, run.key_released_at) == ("abandoned", "lease_expired", NOW + timedelta(seconds=61))
+    assert (run.status, run.reason, run.key_released_at) == ("abandoned", "timeout", NOW + timedelta(seconds=61))
     assert released("op-merge-7") == [
         ("idempotency_key_released", "system", {"idempotencyKey": KEY, "reason": "abandoned"}),
     ]

@@ -1,5 +1,5 @@
-"""Clock faults with real processes: a slot loop on a host whose clock is 90 s ahead, and a clock
-stepped forward then back (docs/design.md §5, §11; docs/operations.md, "Clock faults").
+"""Clock faults with real processes: a slot loop and a worker on a host whose clock is 90 s ahead, and
+a clock stepped forward then back (docs/design.md §5, §11; docs/operations.md, "Clock faults").
 
 Run on the suite's database kind: a SQLite file, or a PostgreSQL database of their own.
 """
@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.attempts import attempts, install_probe, overlaps, queue_probe
 from tests.conftest import STAND_INS_DIR
 from tests.processes import MANAGE, PROJECT_DIR, stop, wait_for
 
@@ -31,10 +32,10 @@ def instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def start_skewed(runtime, seconds: float, *args) -> subprocess.Popen:
+def start_skewed(runtime, seconds: float, *args, **env) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, str(STAND_INS_DIR / "skewed_clock.py"), str(seconds), MANAGE, *args],
-        env=runtime.env, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**runtime.env, **env}, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     runtime.processes.append(process)
     return process
@@ -134,3 +135,23 @@ def test_a_clock_stepped_forward_then_back_recovers_within_one_slot(runtime):
     assert instant(first["admittedAt"]) - instant(repairs[0]["at"]) <= CADENCE + timedelta(seconds=1)
     assert recovered_in < 20
     assert doctor(runtime)["futureLastSlot"] == []
+
+
+def test_a_worker_whose_clock_is_90_s_ahead_steals_no_lease(runtime):
+    """On its own clock the skewed worker would see the other's 3 s lease long expired and take
+    the run back (a second attempt beside the first); on the database's it sees a live lease."""
+    log = install_probe(runtime, mutating=False, seconds=8)
+    run_id = queue_probe(runtime)
+    fast = {"FACTORY_LEASE_SECONDS": "3", "FACTORY_STOP_GRACE_SECONDS": "1"}
+    runtime.start("worker", **fast)
+    wait_for(lambda: attempts(log), timeout=40, what="the probe's first attempt")
+    start_skewed(runtime, SKEW_SECONDS, "worker", **fast)
+    run = wait_for(
+        lambda: next((r for r in runtime.listing("runs") if r["id"] == run_id and r["status"] == "succeeded"), None),
+        timeout=40, what="the run to succeed", interval=0.5,
+    )
+    assert (run["attempt"], run["outcome"]) == (1, "DONE")
+    found = attempts(log)
+    assert len(found) == 1 and overlaps(found) == []
+    actions = [e["action"] for e in reversed(runtime.listing("journal")) if e["runId"] == run_id]
+    assert actions == ["run_queued", "run_claimed", "run_started", "run_succeeded"]
