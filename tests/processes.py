@@ -179,3 +179,31 @@ def command_line(pid: int) -> str:
         return (Path("/proc") / str(pid) / "cmdline").read_text().replace("\0", " ")
     except OSError:
         return ""
+
+
+#: The intake secrets of the ``server`` fixture's runtime.
+EVENTS_SECRET = "events-process-secret"
+GITHUB_SECRET = "github-process-secret"
+START_TIMEOUT_SECONDS = 40
+STOP_TIMEOUT_SECONDS = 30
+
+
+def send(url: str, body: bytes, headers: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def wait_until_listening(port: int, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[0]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"runserve did not listen on port {port} within {START_TIMEOUT_SECONDS}s")

@@ -13,7 +13,7 @@ from runtime.models import Run
 from runtime.services.execution import work_one
 from tests.conftest import NO_HEARTBEAT
 from tests.helpers import inject, tick
-from tests.unit.test_registry import errors
+from tests.registry_checks import errors
 
 pytestmark = pytest.mark.django_db
 

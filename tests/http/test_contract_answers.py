@@ -12,12 +12,12 @@ from django.db import OperationalError
 from django.test import Client
 
 from factory_site.requests import RequestIdLogFormatter
+from tests.events_door import NOW, body_of, envelope
+from tests.events_door import SECRET as EVENTS_SECRET
+from tests.events_door import post as post_events
 from tests.github import GITHUB, REPOS_YAML
 from tests.github import SECRET as GITHUB_SECRET
 from tests.github import post as post_github
-from tests.http.test_intake_events import NOW, body_of, envelope
-from tests.http.test_intake_events import SECRET as EVENTS_SECRET
-from tests.http.test_intake_events import post as post_events
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,6 @@ The clock is frozen (``time_machine``) so the ±300 s window is tested to the se
 """
 
 import json
-from datetime import UTC, datetime
 
 import pytest
 import time_machine
@@ -13,10 +12,7 @@ from django.test import Client
 from intake.bodies import EVENTS_MAX_BODY_BYTES
 from lib.signing import sign
 from runtime.models import Event, JournalEntry
-
-SECRET = "events-test-secret"
-NOW = datetime(2026, 11, 30, 21, 0, 0, tzinfo=UTC)
-NOW_TS = int(NOW.timestamp())
+from tests.events_door import NOW, NOW_TS, SECRET, body_of, codes_of, envelope, error_of, post
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("host_clock_as_database_clock")]
 
@@ -26,49 +22,6 @@ def events_door(settings):
     settings.FACTORY_EVENTS_SECRET = SECRET
     with time_machine.travel(NOW, tick=False):
         yield
-
-
-def envelope(**changes) -> dict:
-    data = {
-        "schemaVersion": "factory.event/v1",
-        "eventId": "bridge:factory-triage:2026-11-30",
-        "type": "factory.triage.requested",
-        "source": "bridge",
-        "subject": "factory",
-        "occurredAt": "2026-11-30T20:59:58Z",
-        "correlationId": "bridge:factory-triage:2026-11-30",
-        "payload": {"repo": "factory"},
-    }
-    data.update(changes)
-    return data
-
-
-def body_of(data) -> bytes:
-    return json.dumps(data).encode()
-
-
-def post(body: bytes, *, timestamp: int | str | None = NOW_TS, secret: str = SECRET, signature: str | None = "auto",
-         content_type: str = "application/json", client=None, **headers):
-    """POST ``body`` to /events signed as the bridge signs it, unless told otherwise."""
-    sent = dict(headers)
-    if timestamp is not None:
-        sent["X-Factory-Timestamp"] = str(timestamp)
-    if signature is not None:
-        sent["X-Factory-Signature"] = (
-            sign(secret, f"{timestamp}.".encode() + body) if signature == "auto" else signature
-        )
-    # CONTENT_TYPE again as an extra: the test client drops the header of an empty body.
-    return (client or Client()).post(
-        "/events", data=body, content_type=content_type, headers=sent, CONTENT_TYPE=content_type,
-    )
-
-
-def error_of(response) -> tuple[int, str]:
-    return response.status_code, response.json()["error"]
-
-
-def codes_of(response) -> tuple[int, list[str]]:
-    return response.status_code, [e["code"] for e in response.json()["errors"]]
 
 
 # --- admitted and duplicate ------------------------------------------------------------------

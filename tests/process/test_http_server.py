@@ -14,7 +14,7 @@ import time
 import pytest
 
 from lib.signing import sign
-from tests.process.test_intake_runserve import EVENTS_SECRET, server  # noqa: F401 - the fixture
+from tests.processes import EVENTS_SECRET
 
 pytestmark = pytest.mark.process
 

@@ -1,98 +1,20 @@
 """Both doors answer from a real ``runserve`` (gunicorn) as from the test client.
 
 The server runs in its own process on a free loopback port, against its own SQLite file
-migrated first, and is stopped with SIGTERM within a bounded time.
+migrated first (the ``server`` fixture, tests/process/conftest.py), and is stopped with
+SIGTERM within a bounded time.
 """
 
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-import uuid
 
 import pytest
 
 from lib.signing import sign
-from tests.conftest import PROJECT_DIR
-from tests.github import GITHUB, REPOS_YAML
-from tests.processes import free_port
+from tests.github import GITHUB
+from tests.processes import EVENTS_SECRET, GITHUB_SECRET, send
 
 pytestmark = pytest.mark.process
-
-MANAGE = str(PROJECT_DIR / "manage.py")
-EVENTS_SECRET = "events-process-secret"
-GITHUB_SECRET = "github-process-secret"
-START_TIMEOUT_SECONDS = 40
-STOP_TIMEOUT_SECONDS = 30
-
-
-def send(url: str, body: bytes, headers: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-def wait_until_listening(port: int, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()[0]
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"runserve did not listen on port {port} within {START_TIMEOUT_SECONDS}s")
-
-
-@pytest.fixture
-def server(tmp_path):
-    """A migrated SQLite runtime served by ``runserve`` on a free port; yields the base URL."""
-    registry_dir, config_dir = tmp_path / "registry", tmp_path / "config"
-    shutil.copytree(PROJECT_DIR / "registry", registry_dir)
-    config_dir.mkdir()
-    (config_dir / "repos.yaml").write_text(REPOS_YAML)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("FACTORY_", "DJANGO_", "DATABASE_"))},
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'factory.sqlite3'}",
-        "DJANGO_SECRET_KEY": "intake-process-test-" + uuid.uuid4().hex,
-        "FACTORY_REGISTRY_DIR": str(registry_dir),
-        "FACTORY_CONFIG_DIR": str(config_dir),
-        "FACTORY_RUNS_DIR": str(tmp_path / "runs"),
-        "FACTORY_EVENTS_SECRET": EVENTS_SECRET,
-        "FACTORY_GITHUB_WEBHOOK_SECRET": GITHUB_SECRET,
-        "FACTORY_OPERATOR_PASSWORD": "operator-pass-123",
-        "FACTORY_LOG_LEVEL": "WARNING",
-    }
-    subprocess.run([sys.executable, MANAGE, "migrate", "--no-input", "-v", "0"], env=env, cwd=PROJECT_DIR,
-                   check=True, capture_output=True, timeout=120)
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, MANAGE, "runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", "1",
-         "--run-workers", "0", "--no-loop"],
-        env=env, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    try:
-        wait_until_listening(port, process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        try:
-            output, _ = process.communicate(timeout=STOP_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            output, _ = process.communicate()
-            pytest.fail(f"runserve did not stop within {STOP_TIMEOUT_SECONDS}s after SIGTERM:\n{output}")
-    assert process.returncode == 0, output
 
 
 def test_signed_event_and_github_delivery_are_admitted_by_a_running_runserve(server):

@@ -8,7 +8,7 @@ from django.core.management.base import SystemCheckError
 
 from lib.cadence import MAX_CADENCE_SECONDS, CadenceError, CadenceTooLong, parse_every
 from lib.json_schema import Validator, python_pattern
-from tests.unit.test_registry import errors, load, set_loop
+from tests.registry_checks import errors, load, set_loop
 
 
 def test_the_longest_cadence_is_366_days():

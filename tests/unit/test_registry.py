@@ -7,26 +7,12 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from runtime.registry import RegistryInvalid, load_registry
+from tests.registry_checks import errors, load, set_loop
 
 REAPER_SPEC_ENTRY = {
     "every": "60m", "eventType": "clock.tick.reaper", "catchUp": "none",
     "singleton": True, "approval": "watched", "enabled": False,
 }
-
-
-def errors(files):
-    with pytest.raises(RegistryInvalid) as raised:
-        load_registry(files.registry_dir, files.config_dir)
-    return [str(e) for e in raised.value.errors]
-
-
-def load(files):
-    return load_registry(files.registry_dir, files.config_dir)
-
-
-def set_loop(files, name, **entry):
-    files.update("schedules.json", lambda loops: loops.__setitem__(name, {**loops.get(name, {}), **entry}))
 
 
 def test_the_kernel_ships_the_specification_reaper_entry_verbatim(registry_files):
