@@ -18,6 +18,7 @@
 """
 
 import json
+import threading
 import time
 
 from django.conf import settings
@@ -117,6 +118,12 @@ class ReadDeadlineThreadWorker(ThreadWorker):
         # gunicorn writes its own error answers through this function; in this worker process
         # they are JSON (the module attribute is what gunicorn's handle_error calls).
         util.write_error = write_json_error
+        # Each HTTP worker keeps a process row with its clock's offset, as slot loops and
+        # workers do (docs/operations.md, "Clock faults"); the thread ends with the process.
+        # Imported here: gunicorn may import this worker class before Django's apps are ready.
+        from ops.process_rows import keep_row
+
+        keep_row("http", threading.Event())
         super().init_process()
 
     def handle(self, conn):

@@ -14,7 +14,7 @@ import pytest
 
 from tests.attempts import attempts, install_probe, overlaps, queue_probe
 from tests.conftest import STAND_INS_DIR
-from tests.processes import MANAGE, PROJECT_DIR, stop, wait_for
+from tests.processes import MANAGE, PROJECT_DIR, free_port, stop, wait_for
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db]
 
@@ -155,3 +155,15 @@ def test_a_worker_whose_clock_is_90_s_ahead_steals_no_lease(runtime):
     assert len(found) == 1 and overlaps(found) == []
     actions = [e["action"] for e in reversed(runtime.listing("journal")) if e["runId"] == run_id]
     assert actions == ["run_queued", "run_claimed", "run_started", "run_succeeded"]
+
+
+def test_runserve_s_http_worker_keeps_a_process_row(runtime):
+    serve = runtime.start("runserve", "--bind", f"127.0.0.1:{free_port()}", "--http-workers", "1",
+                          "--run-workers", "0", "--no-loop")
+    try:
+        rows = wait_for(lambda: [p for p in doctor(runtime).get("processes", []) if p["role"] == "http"],
+                        timeout=40, what="the HTTP worker's process row")
+    finally:
+        code, output = stop(serve)
+    assert code == 0, output
+    assert len(rows) == 1 and rows[0]["pid"] != serve.pid and abs(rows[0]["clockOffsetSeconds"]) < 5
