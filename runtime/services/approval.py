@@ -10,7 +10,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 from lib.refusals import Refused
-from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run
+from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run, RunStatus
 
 from .idempotency import release_idempotency_key
 from .journal import record
@@ -76,12 +76,14 @@ def approve_proposal(
             if proposal.loop and proposal.catch_up != "all":
                 _supersede_older(proposal, user, now)
     except IntegrityError:
-        if proposal.singleton_key and Run.objects.filter(
+        holder = proposal.singleton_key and Run.objects.filter(
             singleton_key=proposal.singleton_key, status__in=ACTIVE_RUN_STATUSES
-        ).exists():
+        ).values_list("pk", "status").first()
+        if holder:
+            todo = ": retry or close it first" if holder[1] == RunStatus.INTERRUPTED else ""
             raise ApprovalRefused(
                 "previous_run_in_flight",
-                f"loop {proposal.loop} has a run in flight; proposal {proposal_id} stays pending",
+                f"loop {proposal.loop} has run {holder[0]} {holder[1]}{todo}; proposal {proposal_id} stays pending",
             ) from None
         raise
     logger.info(

@@ -168,3 +168,20 @@ def test_retry_and_close_from_the_cli(reaper_run, approver, viewer):
         "operator", "alice", {"via": "cli", "osUser": getpass.getuser(), "note": "done by hand"}
     )
     assert run_cli("runs", "--status", "interrupted", "--json")[1] == "[]"
+
+
+def test_approving_beside_an_interrupted_run_is_refused_and_says_what_to_do(registry_files, approver):
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    tick("2026-11-30T21:00:10Z")
+    tick("2026-11-30T22:00:10Z")
+    older, newer = Proposal.objects.order_by("id")
+    run = approve_proposal(older.pk, user=approver, now=NOW)          # the newer one stays pending
+    claimed = claim_next_run(worker="w1", now=NOW, lease_seconds=60)
+    start_run(claimed, worker="w1", now=NOW)
+    interrupt(run)
+    with pytest.raises(ApprovalRefused) as refused:
+        approve_proposal(newer.pk, user=approver, now=NOW)
+    assert (refused.value.code, refused.value.status, refused.value.detail) == (
+        "previous_run_in_flight", 409,
+        f"loop reaper has run {run.pk} interrupted: retry or close it first; proposal {newer.pk} stays pending",
+    )
