@@ -12,18 +12,27 @@
   ``RequestReadTimeout`` — a ``TimeoutError`` — which the intake doors answer 408 in
   their shape (``intake.bodies.read_body``). The connection is then closed without
   lingering on it.
+- **A new connection waits for its first byte on the poller, not on a thread.** gthread
+  hands a new connection to a thread at once, which then waits up to 5 s for the first
+  byte: a few dozen idle connections every few seconds would hold every thread. Here a new
+  connection joins gthread's pending connections (the poller) and gets a thread when its
+  first byte arrives; one that sends nothing within ``FACTORY_HTTP_READ_SECONDS`` is
+  closed. ``worker_connections`` (1,000) bounds them per worker.
 - **gunicorn's own answers are JSON**: a request line, header or framing gunicorn refuses
   before Django sees it (400, 414, 431, 501, …) is answered
   ``{error: "<code>", detail}`` instead of gunicorn's HTML page.
 """
 
+import errno
 import json
+import selectors
 import threading
 import time
+from functools import partial
 
 from django.conf import settings
 from gunicorn import util
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
 #: gunicorn's statuses → the ``error`` code of the JSON answer.
 ERROR_CODES = {
@@ -125,6 +134,21 @@ class ReadDeadlineThreadWorker(ThreadWorker):
 
         keep_row("http", threading.Event())
         super().init_process()
+
+    def accept(self, listener):
+        # gunicorn 27's gthread internals (pending_conns, on_pending_socket_readable): the
+        # same path it takes for a connection that sent nothing within its own 5 s wait.
+        try:
+            client_sock, client_addr = listener.accept()
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        conn = TConn(self.cfg, client_sock, client_addr, listener.getsockname())
+        conn.timeout = time.monotonic() + self.read_seconds
+        self.pending_conns.append(conn)
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
 
     def handle(self, conn):
         if not isinstance(conn.sock, DeadlineSocket):

@@ -115,7 +115,7 @@ def timed(server_url: str, data: bytes) -> tuple[float, int, dict, bytes]:
     return time.monotonic() - started, status, headers, body
 
 
-def test_ten_slow_clients_delay_neither_a_signed_event_nor_the_inbox_and_are_dropped(server):  # noqa: F811
+def test_ten_slow_clients_delay_neither_a_signed_event_nor_the_inbox_and_are_dropped(server):
     assert timed(server, request("GET", "/admin/login/"))[1] == 200  # warm: the worker has loaded everything
     slow = [SlowClient(server) for _ in range(SLOW_CLIENTS)]
     for client in slow:
@@ -136,7 +136,25 @@ def test_ten_slow_clients_delay_neither_a_signed_event_nor_the_inbox_and_are_dro
         assert READ_SECONDS - 1 < client.answered_after < READ_SECONDS + 3
 
 
-def test_a_head_trickled_a_byte_at_a_time_is_dropped_with_a_json_408(server):  # noqa: F811
+def test_idle_connections_hold_no_thread_and_are_closed_after_the_read_deadline(server):
+    """One HTTP worker has 16 threads; 100 connections that never send a byte must not take them."""
+    assert timed(server, request("GET", "/admin/login/"))[1] == 200
+    idle = [socket.create_connection(address(server), timeout=READ_SECONDS * 4) for _ in range(100)]
+    opened = time.monotonic()
+    try:
+        time.sleep(0.5)
+        seconds, status, _, body = timed(server, signed_event("idle-clients-1"))
+        assert (status, json.loads(body)["eventId"], seconds < 1) == (202, "idle-clients-1", True)
+        seconds, status, _, _ = timed(server, request("GET", "/admin/login/"))
+        assert (status, seconds < 1) == (200, True)
+        assert idle[0].recv(1) == b""                    # closed without an answer: it asked nothing
+        assert READ_SECONDS - 1 < time.monotonic() - opened < READ_SECONDS + 3
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_a_head_trickled_a_byte_at_a_time_is_dropped_with_a_json_408(server):
     client = SlowClient(server, head_only=True, gap=0.2)
     client.start()
     client.join(timeout=READ_SECONDS * 3)
@@ -152,12 +170,12 @@ def test_a_head_trickled_a_byte_at_a_time_is_dropped_with_a_json_408(server):  #
     (request("GET", "/status", X_Big="y" * 9000), 431, "request_header_fields_too_large"),
     (request("GET", "/" + "a" * 5000), 414, "uri_too_long"),
 ])
-def test_what_gunicorn_refuses_itself_is_answered_json(server, data, status, error):  # noqa: F811
+def test_what_gunicorn_refuses_itself_is_answered_json(server, data, status, error):
     answer_status, headers, body = exchange(server, data)
     assert (answer_status, headers["content-type"], json.loads(body)["error"]) == (status, "application/json", error)
 
 
-def test_the_api_routes_answer_json_on_the_real_server(server):  # noqa: F811
+def test_the_api_routes_answer_json_on_the_real_server(server):
     status, headers, body = exchange(server, request("OPTIONS", "/events", X_Request_Id="probe-7"))
     assert (status, headers["allow"], headers["x-request-id"], json.loads(body)) == (
         405, "POST", "probe-7", {"error": "method_not_allowed", "detail": 'Method "OPTIONS" not allowed.'},
