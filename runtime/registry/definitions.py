@@ -64,15 +64,26 @@ def read_definitions(load: Load) -> dict[str, Definition]:
 
 
 def check_key_template(load: Load, path: Path, ref: str, template: str, input_schema: dict | None) -> None:
-    """``idempotency_key_malformed`` (``runtime.registry.keys.parse_key_template``) and
-    ``idempotency_key_unknown_field``: a field the definition's input schema does not
+    """``idempotency_key_malformed`` (``runtime.registry.keys.parse_key_template``),
+    ``idempotency_key_unscoped`` (a template that does not begin with ``<definition id>:``)
+    and ``idempotency_key_unknown_field``: a field the definition's input schema does not
     declare under ``properties``, so no valid input could ever carry it (DESIGN §7.2).
-    A broken input schema is reported by itself and not checked against."""
+    A broken input schema is reported by itself and not checked against.
+
+    The scope keeps the three kinds of key apart: a tick's begins with its loop's name (and
+    no loop may be named as a definition with a template: ``loop_name_is_key_scope``), an
+    eventId's with ``eventId:``, a template's with its definition's id."""
     try:
         fields = parse_key_template(template)
     except KeyTemplateError as exc:
         load.error(path, ref, "idempotency_key_malformed", f"idempotencyKey {template!r} is not a key template: {exc}")
         return
+    scope = ref.split("@", 1)[0] + ":"
+    if not template.startswith(scope):
+        load.error(
+            path, ref, "idempotency_key_unscoped",
+            f"idempotencyKey {template!r} must begin with {scope!r}, so that no other definition, loop or eventId shares its keys",
+        )
     declared = (input_schema or {}).get("properties", {})
     for name in fields:
         if name not in declared:

@@ -232,15 +232,22 @@ def effective_loops(
 ) -> dict[str, Loop]:
     """Validate every merged entry into a ``Loop``, in name order.
 
-    Rules: those of ``check_slots``, ``invalid_catch_up``, ``invalid_approval``,
+    Rules: ``loop_name_is_key_scope``, those of ``check_slots``, ``invalid_catch_up``, ``invalid_approval``,
     ``catch_up_all_singleton``, ``unregistered_event_type``, ``auto_on_human_only``,
     ``agent_not_schedulable`` and ``sample_tick_invalid``. A loop whose event type
     broke its file's schema is skipped without an error of its own.
     """
     result = {}
+    key_scopes = {d.id for d in definitions.values() if d.idempotency_key is not None}
     for name, draft in sorted(merged.items()):
         entry, source, overrides = draft.entry, draft.source, draft.overrides
         path = load.config_dir / "schedule.yaml" if source == "overlay" else load.registry_dir / "schedules.json"
+        if name in key_scopes:
+            load.error(
+                path, name, "loop_name_is_key_scope",
+                f"definition {name!r} keys its runs {name}:…, and a loop's ticks are keyed by its name; rename the loop",
+            )
+            continue
         overlay = load.config_dir / "schedule.yaml"
         # A value the overlay changed is reported against the overlay, where it was written.
         ok, cadence = check_slots(load, overlay if "every" in overrides else path, name, entry, event_types)

@@ -21,6 +21,8 @@ from .journal import record
 #: finished with a failure), was abandoned (its attempt budget spent), was closed by an
 #: operator after an interruption, or succeeded with an outcome in ``releaseKeyOn``.
 RELEASE_REASONS = ("rejected", "failed", "abandoned", "closed", "outcome")
+#: What an event's key begins with when neither its slot nor a template keys it.
+EVENT_KEY_PREFIX = "eventId:"
 #: The longest key a proposal or run can hold (their ``idempotency_key`` columns).
 KEY_MAX_LENGTH = 400
 
@@ -30,7 +32,8 @@ def idempotency_key(event: Event, definition: Definition) -> str:
 
     ``<loop>:<slot>`` (``<loop>:<key>:<slot>``) for ticks, always; else the definition's
     ``idempotencyKey`` template filled from the payload when every field it names is
-    there (``runtime.registry.keys.render_key``); else the eventId.
+    there (``runtime.registry.keys.render_key``); else ``eventId:<eventId>``. The prefixes
+    keep the kinds apart: an outside eventId ``heartbeat:<slot>`` cannot hold a tick's key.
     """
     if event.is_tick:
         slot = event.payload["slot"]
@@ -39,7 +42,7 @@ def idempotency_key(event: Event, definition: Definition) -> str:
         rendered = render_key(definition.idempotency_key, event.payload)
         if rendered is not None:
             return rendered
-    return event.uid
+    return EVENT_KEY_PREFIX + event.uid
 
 
 def key_held(key: str) -> bool:

@@ -61,11 +61,27 @@ def test_a_template_is_skipped_when_a_field_is_missing_and_the_event_keeps_its_o
     inject("pinned-1", "factory.merge.requested", {"repo": "alpha", "prNumbers": [7], "headSha": SHA})
     plan_pending(now=NOW)
     assert list(Proposal.objects.order_by("id").values_list("event__uid", "idempotency_key", "status")) == [
-        ("sweep-1", "sweep-1", "approved"),
-        ("sweep-2", "sweep-2", "approved"),
-        ("scoped-1", "scoped-1", "approved"),
+        ("sweep-1", "eventId:sweep-1", "approved"),
+        ("sweep-2", "eventId:sweep-2", "approved"),
+        ("scoped-1", "eventId:scoped-1", "approved"),
         ("pinned-1", f"merge-scan:alpha:7:{SHA}", "approved"),
     ]
+
+
+def test_an_outside_event_named_like_a_slot_key_does_not_hold_that_slot(registry_files):
+    slot_key = "heartbeat:2026-11-30T10:00:00Z"
+    inject(slot_key, "factory.merge.requested", {"repo": "alpha"})
+    plan_pending(now=NOW)
+    tick("2026-11-30T10:00:10Z")
+    assert list(Proposal.objects.order_by("id").values_list("event__uid", "idempotency_key")) == [
+        (slot_key, f"eventId:{slot_key}"),
+        ("clock:heartbeat:2026-11-30T10:00:00Z", slot_key),
+    ]
+    assert list(Run.objects.order_by("id").values_list("event__uid", "idempotency_key")) == [
+        (slot_key, f"eventId:{slot_key}"),
+        ("clock:heartbeat:2026-11-30T10:00:00Z", slot_key),
+    ]
+    assert planning_of("clock:heartbeat:2026-11-30T10:00:00Z") == ("APPROVED", "")
 
 
 def test_a_tick_keeps_its_loop_and_slot_even_when_its_payload_fills_the_template(repos):

@@ -158,7 +158,7 @@ def test_a_tick_claimed_through_another_door_plans_as_watched(registry_files):
     admit_event(envelope("fake-tick-1", "clock.tick.heartbeat", tick_payload), door=Door.INJECT, now=at("2026-11-30T21:00:01Z"))
     plan_pending(now=at("2026-11-30T21:00:02Z"))
     proposal = Proposal.objects.get()
-    assert (proposal.status, proposal.idempotency_key, proposal.loop) == ("pending", "fake-tick-1", None)
+    assert (proposal.status, proposal.idempotency_key, proposal.loop) == ("pending", "eventId:fake-tick-1", None)
     assert Run.objects.count() == 0
 
 

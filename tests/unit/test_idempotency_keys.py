@@ -65,6 +65,27 @@ def test_a_malformed_template_is_a_load_error_naming_file_entry_and_reason(regis
     ]
 
 
+@pytest.mark.parametrize("template", ["merge-scan:{payload.repo}", "{payload.repo}:{payload.headSha}", "merge-applyx:{payload.repo}"])
+def test_a_template_outside_its_definitions_scope_is_a_load_error(registry_files, template):
+    set_key(registry_files, template)
+    assert errors(registry_files) == [
+        f"registry/definitions/merge-apply@1.json: merge-apply@1: idempotency_key_unscoped: "
+        f"idempotencyKey {template!r} must begin with 'merge-apply:', so that no other definition, loop or eventId shares its keys"
+    ]
+
+
+def test_a_loop_named_as_a_definition_with_a_template_is_a_load_error(registry_files):
+    registry_files.write_config(
+        "schedule.yaml",
+        "schedules:\n  merge-scan:\n    every: 5m\n    eventType: clock.tick.heartbeat\n"
+        "    catchUp: last\n    singleton: true\n    approval: watched\n    enabled: true\n",
+    )
+    assert errors(registry_files) == [
+        f"{registry_files.config_dir}/schedule.yaml: merge-scan: loop_name_is_key_scope: definition 'merge-scan' keys its runs "
+        "merge-scan:…, and a loop's ticks are keyed by its name; rename the loop",
+    ]
+
+
 def test_an_empty_template_a_bad_barrier_and_a_bad_release_outcome_break_the_definition_schema(registry_files):
     set_key(registry_files, "")
     registry_files.update(APPLY, lambda d: d.update(barrier="One Merge", releaseKeyOn=["wait"]))
