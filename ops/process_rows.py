@@ -20,7 +20,7 @@ import threading
 import time
 from datetime import datetime, timedelta
 
-from django.db import DatabaseError, connection
+from django.db import Error, connection
 
 from runtime import clock
 
@@ -96,8 +96,8 @@ def _log(record: ProcessRecord, offset: float, *, was_skewed: bool) -> None:
 
 def keep_row(role: str, stop: threading.Event) -> threading.Thread:
     """Start a daemon thread that registers this process as ``role`` and refreshes its row
-    every ``REFRESH_SECONDS`` until ``stop`` is set; a database error is logged and retried
-    at the next refresh. The thread has its own database connection and closes it."""
+    every ``REFRESH_SECONDS`` until ``stop`` is set; a database error is logged, the
+    connection closed, and the refresh retried on a new connection at the next turn. The thread has its own database connection and closes it."""
     thread = threading.Thread(target=_keep, args=(role, stop), name=f"process-row-{role}", daemon=True)
     thread.start()
     return thread
@@ -112,8 +112,10 @@ def _keep(role: str, stop: threading.Event) -> None:
                     record = register(role)
                 else:
                     refresh(record)
-            except DatabaseError:
+            except Error:  # DatabaseError, or InterfaceError once the server dropped the connection
                 logger.exception("could not record this process's row; retrying", extra={"action": "process_row_error"})
+                # A connection the server dropped stays broken: the next refresh opens a new one.
+                connection.close()
             if stop.wait(REFRESH_SECONDS):
                 return
     finally:

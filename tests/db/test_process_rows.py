@@ -1,0 +1,39 @@
+"""A process's row survives a dropped database connection (docs/operations.md, "Clock faults")."""
+
+import threading
+import time
+
+import pytest
+from django.db import DatabaseError, connection
+
+from ops import process_rows
+from ops.models import ProcessRecord
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the in-memory SQLite test database cannot be reconnected")
+def test_the_row_thread_reconnects_after_the_server_drops_its_connection(monkeypatch):
+    real_measure, calls = process_rows.measure, []
+
+    def measure_dropping_the_second_connection():
+        calls.append(time.monotonic())
+        if len(calls) == 2:
+            with connection.cursor() as cursor, pytest.raises(DatabaseError):
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")  # as a server restart does
+        return real_measure()
+
+    monkeypatch.setattr(process_rows, "measure", measure_dropping_the_second_connection)
+    monkeypatch.setattr(process_rows, "REFRESH_SECONDS", 0.05)
+    stop = threading.Event()
+    thread = process_rows.keep_row("worker", stop)
+    deadline = time.monotonic() + 10
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    first_seen = ProcessRecord.objects.get().last_seen_at
+    while len(calls) < 6 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    thread.join(5)
+    assert (len(calls) >= 6, thread.is_alive()) == (True, False)
+    assert ProcessRecord.objects.get().last_seen_at > first_seen
