@@ -20,7 +20,7 @@ import threading
 import time
 from datetime import datetime, timedelta
 
-from django.db import Error, connection
+from django.db import DatabaseError, connection
 
 from runtime import clock
 
@@ -112,7 +112,7 @@ def _keep(role: str, stop: threading.Event) -> None:
                     record = register(role)
                 else:
                     refresh(record)
-            except Error:  # DatabaseError, or InterfaceError once the server dropped the connection
+            except DatabaseError:
                 logger.exception("could not record this process's row; retrying", extra={"action": "process_row_error"})
                 # A connection the server dropped stays broken: the next refresh opens a new one.
                 connection.close()
