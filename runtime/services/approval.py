@@ -19,13 +19,19 @@ from .runs import queue_run
 logger = logging.getLogger(__name__)
 
 APPROVE_PERMISSION = "runtime.approve_proposal"
+#: The longest note an operator may attach to a decision, in characters: it is journaled
+#: with the decision and shown in the inbox.
+NOTE_MAX_LENGTH = 2000
 
 
 class ApprovalRefused(Refused):
     """A decision that may not be taken: ``code`` is ``permission_denied`` (403),
-    ``not_found`` (404), ``not_pending`` or ``previous_run_in_flight`` (409)."""
+    ``not_found`` (404), ``not_pending`` or ``previous_run_in_flight`` (409), ``note_too_long`` (400)."""
 
-    STATUS = {"permission_denied": 403, "not_found": 404, "not_pending": 409, "previous_run_in_flight": 409}
+    STATUS = {
+        "permission_denied": 403, "not_found": 404, "not_pending": 409, "previous_run_in_flight": 409,
+        "note_too_long": 400,
+    }
 
     def __init__(self, code: str, detail: str):
         super().__init__(code, detail, status=self.STATUS[code])
@@ -35,6 +41,11 @@ def _check_permission(user) -> None:
     if user is None or not user.is_active or not user.has_perm(APPROVE_PERMISSION):
         name = user.get_username() if user is not None else "nobody"
         raise ApprovalRefused("permission_denied", f"{name} lacks the approve_proposal permission")
+
+
+def _check_note(note: str, refusal: type[ApprovalRefused]) -> None:
+    if len(note) > NOTE_MAX_LENGTH:
+        raise refusal("note_too_long", f"the note has {len(note)} characters; at most {NOTE_MAX_LENGTH}")
 
 
 def _decision_data(via: str, os_user: str | None, note: str = "") -> dict:
@@ -124,9 +135,11 @@ def reject_proposal(
 
     The proposal releases its idempotency key (journaled ``idempotency_key_released``), so
     a later event with the same key is planned again (docs/design.md §7.2). Raises
-    ApprovalRefused with reason ``permission_denied``, ``not_found`` or ``not_pending``.
+    ApprovalRefused with reason ``permission_denied``, ``not_found``, ``not_pending`` or
+    ``note_too_long`` (over ``NOTE_MAX_LENGTH`` characters).
     """
     _check_permission(user)
+    _check_note(note, ApprovalRefused)
     with transaction.atomic():
         updated = Proposal.objects.filter(pk=proposal_id, status=ProposalStatus.PENDING).update(
             status=ProposalStatus.REJECTED, actor=Actor.OPERATOR, decided_by=user, decided_at=now, note=note

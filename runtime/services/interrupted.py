@@ -14,7 +14,7 @@ from django.db import transaction
 
 from runtime.models import Actor, Run, RunStatus
 
-from .approval import ApprovalRefused, _check_permission, _decision_data
+from .approval import ApprovalRefused, _check_note, _check_permission, _decision_data
 from .idempotency import release_idempotency_key
 from .journal import record
 
@@ -23,9 +23,9 @@ logger = logging.getLogger(__name__)
 
 class RunDecisionRefused(ApprovalRefused):
     """A decision on a run that may not be taken: ``permission_denied`` (403),
-    ``not_found`` (404) or ``not_interrupted`` (409)."""
+    ``not_found`` (404), ``not_interrupted`` (409) or ``note_too_long`` (400)."""
 
-    STATUS = {"permission_denied": 403, "not_found": 404, "not_interrupted": 409}
+    STATUS = {"permission_denied": 403, "not_found": 404, "not_interrupted": 409, "note_too_long": 400}
 
 
 def _interrupted_run(run_id: int) -> Run:
@@ -64,7 +64,7 @@ def retry_run(run_id: int, *, user, now: datetime, via: str = "admin", os_user: 
         run = _interrupted_run(run_id)
         budget = max(run.max_attempts, run.attempt + 1)
         _moved(run, Run.objects.filter(pk=run.pk, status=RunStatus.INTERRUPTED).update(
-            status=RunStatus.QUEUED, max_attempts=budget, queued_at=now
+            status=RunStatus.QUEUED, max_attempts=budget, queued_at=now, worker=""
         ))
         record(
             "run_retried", Actor.OPERATOR, at=now, actor_name=user.get_username(), event=run.event, run=run,
@@ -85,9 +85,10 @@ def close_run(
     summary), releases its singleton loop and its idempotency key (docs/design.md §7.2: the
     same request may be proposed again). Journaled as ``run_closed`` by ``actor:
     "operator"``, then ``idempotency_key_released`` with reason ``closed``. Raises RunDecisionRefused: ``permission_denied``, ``not_found``,
-    ``not_interrupted``.
+    ``not_interrupted``, ``note_too_long``.
     """
     _refused_as_run_decision(user)
+    _check_note(note, RunDecisionRefused)
     with transaction.atomic():
         run = _interrupted_run(run_id)
         _moved(run, Run.objects.filter(pk=run.pk, status=RunStatus.INTERRUPTED).update(

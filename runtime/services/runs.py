@@ -233,7 +233,9 @@ def fail_attempt(
             new_status = RunStatus.INTERRUPTED
         else:
             new_status = RunStatus.QUEUED if run.attempt < run.max_attempts else RunStatus.ABANDONED
-        changes = dict(status=new_status, lease_expires_at=None, worker="", reason=reason)
+        # An interrupted run keeps the worker that ran it: the operator deciding its fate asks where it ran.
+        changes = dict(status=new_status, lease_expires_at=None, reason=reason,
+                       worker=run.worker if new_status == RunStatus.INTERRUPTED else "")
         if new_status == RunStatus.ABANDONED:
             changes["finished_at"] = now
         if not Run.objects.filter(pk=run.pk, status=run.status, attempt=run.attempt, worker=run.worker).update(**changes):

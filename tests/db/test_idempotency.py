@@ -6,7 +6,7 @@ import pytest
 
 from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.services.admission import admit_event
-from runtime.services.approval import approve_proposal, reject_proposal
+from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
 from runtime.services.planning import plan_pending
 from runtime.services.runs import claim_next_run, fail_attempt
 from tests.conftest import SHA, at
@@ -201,3 +201,14 @@ def test_a_sweep_tick_that_answers_wait_keeps_its_slot_key(fake_agents):
     run = Run.objects.get(loop="merge-hello")
     assert (run.status, run.outcome, run.key_released_at) == ("succeeded", "WAIT", None)
     assert not JournalEntry.objects.filter(action="idempotency_key_released").exists()
+
+
+def test_a_rejection_with_a_note_over_2000_characters_is_refused_and_keeps_the_key(registry_files, approver):
+    inject("op-merge-7", "factory.merge-apply.requested", APPLY)
+    plan_pending(now=NOW)
+    proposal = Proposal.objects.get()
+    with pytest.raises(ApprovalRefused) as refused:
+        reject_proposal(proposal.pk, user=approver, now=NOW, note="y" * 2001)
+    assert (refused.value.code, refused.value.status) == ("note_too_long", 400)
+    proposal.refresh_from_db()
+    assert (proposal.status, proposal.key_released_at) == ("pending", None)

@@ -42,7 +42,7 @@ def journal(run, *actions):
 def test_a_stopped_mutating_attempt_makes_the_run_interrupted_not_requeued(reaper_run):
     assert interrupt(reaper_run) == "interrupted"
     reaper_run.refresh_from_db()
-    assert (reaper_run.status, reaper_run.reason, reaper_run.attempt, reaper_run.worker) == ("interrupted", "worker_stopped", 1, "")
+    assert (reaper_run.status, reaper_run.reason, reaper_run.attempt, reaper_run.worker) == ("interrupted", "worker_stopped", 1, "w1")
     assert journal(reaper_run, "run_interrupted") == [
         ("run_interrupted", "system", "", {"reason": "worker_stopped", "attempt": 1, "maxAttempts": 2, "worker": "w1"})
     ]
@@ -100,6 +100,24 @@ def test_close_ends_the_run_with_the_note_and_frees_the_loop(reaper_run, approve
     )
     tick("2026-11-30T22:00:10Z")
     assert Event.objects.get(uid="clock:reaper:2026-11-30T22:00:00Z").planning_outcome == "PROPOSED"
+
+
+def test_a_note_over_2000_characters_is_refused_and_the_run_stays_interrupted(reaper_run, approver):
+    interrupt(reaper_run)
+    with pytest.raises(RunDecisionRefused) as refused:
+        close_run(reaper_run.pk, user=approver, now=NOW, note="x" * 2001)
+    assert (refused.value.code, refused.value.status, refused.value.detail) == (
+        "note_too_long", 400, "the note has 2001 characters; at most 2000"
+    )
+    reaper_run.refresh_from_db()
+    assert (reaper_run.status, close_run(reaper_run.pk, user=approver, now=NOW, note="x" * 2000).status) == (
+        "interrupted", "abandoned"
+    )
+
+
+def test_a_retried_run_leaves_its_last_worker_behind(reaper_run, approver):
+    interrupt(reaper_run)
+    assert retry_run(reaper_run.pk, user=approver, now=NOW).worker == ""
 
 
 @pytest.mark.parametrize("decide", [retry_run, close_run])
