@@ -5,7 +5,7 @@ import re
 from datetime import time
 
 WALL_TIME_PATTERN = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
-CADENCE_PATTERN = re.compile(r"^([1-9][0-9]{0,8})([smhd])$")
+CADENCE_PATTERN = re.compile(r"^([1-9][0-9]{0,29})([smhd])$")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: The longest cadence, 366 days (docs/design.md §4): a leap year's yearly loop fits, and every
 #: slot, catch-up count and doctor deadline stays far inside the range of a datetime.
@@ -31,7 +31,7 @@ def parse_every(every: str) -> int:
     """Return the cadence of ``every`` in seconds.
 
     ``"90s"`` → 90, ``"60m"`` → 3600, ``"4h"`` → 14400, ``"7d"`` → 604800.
-    Raises CadenceTooLong beyond 366 days (``"367d"``, ``"999999999d"``) and CadenceError
+    Raises CadenceTooLong beyond 366 days (``"367d"``, ``"99999999999d"``) and CadenceError
     for anything else (``"0m"``, ``"1.5h"``, ``"60"``, ``" 5m"``, ``"5m\\n"``).
     """
     match = CADENCE_PATTERN.fullmatch(every) if isinstance(every, str) else None

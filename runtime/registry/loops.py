@@ -85,6 +85,8 @@ def read_repos(load: Load) -> tuple[Repo, ...]:
                 parse_every(entry["merge_every"])
             except CadenceError as exc:
                 load.error(path, entry["name"], exc.code, str(exc))
+                # Reported here, where it was written; the merge loop keeps its template's cadence.
+                entry = {key: value for key, value in entry.items() if key != "merge_every"}
         result.append(Repo(**entry))
     return tuple(result)
 

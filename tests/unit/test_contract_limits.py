@@ -16,7 +16,7 @@ def test_the_longest_cadence_is_366_days():
     assert parse_every("8784h") == MAX_CADENCE_SECONDS
 
 
-@pytest.mark.parametrize("every", ["367d", "8785h", "999999999d", "31622401s"])
+@pytest.mark.parametrize("every", ["367d", "8785h", "999999999d", "99999999999999d", "31622401s"])
 def test_a_longer_cadence_is_cadence_too_long(every):
     with pytest.raises(CadenceTooLong) as raised:
         parse_every(every)
@@ -47,8 +47,6 @@ def test_an_overlay_and_a_repo_cadence_longer_than_366_days_are_load_errors(regi
     config = registry_files.config_dir
     assert errors(registry_files) == [
         f"{config}/repos.yaml: hello: cadence_too_long: '400d' is longer than the longest cadence, 366d (31622400s)",
-        f"{config}/schedule.yaml: merge-hello: cadence_too_long: '400d' is longer than the longest cadence, "
-        "366d (31622400s)",
         f"{config}/schedule.yaml: reaper: cadence_too_long: '367d' is longer than the longest cadence, "
         "366d (31622400s)",
     ]
