@@ -33,6 +33,8 @@ def read_definitions(load: Load) -> dict[str, Definition]:
     for path in load.glob(load.registry_dir / "definitions"):
         data = load.read_json(path)
         if data is None or not load.check_shape(path, data, "definition.schema.json", entry_level=False):
+            # Reported once, here: what refers to it is not also told that it is missing.
+            load.broken.add(("definitions", path.stem))
             continue
         ref = f"{data['id']}@{data['version']}"
         if path.name != f"{ref}.json":
@@ -150,7 +152,7 @@ def read_event_types(load: Load, definitions: dict[str, Definition]) -> dict[str
         if (path.name, name) in load.broken:
             continue
         target = definitions.get(entry["target"])
-        if target is None:
+        if target is None and ("definitions", entry["target"]) not in load.broken:
             load.error(path, name, "missing_definition", f"target {entry['target']} has no file in definitions/")
         approval = entry.get("approval")
         if approval is not None and approval not in APPROVALS:
@@ -187,10 +189,10 @@ def read_edges(load: Load, definitions: dict[str, Definition], event_types: dict
         if (path.name, str(index)) in load.broken:
             continue
         label = f"[{index}] {entry['from']} {entry['outcome']}"
-        if entry["from"] not in definitions:
+        if entry["from"] not in definitions and ("definitions", entry["from"]) not in load.broken:
             load.error(path, label, "missing_definition", f"{entry['from']} has no file in definitions/")
         for emit in entry["emit"]:
-            if emit["type"] not in event_types:
+            if emit["type"] not in event_types and ("event-types.json", emit["type"]) not in load.broken:
                 load.error(path, label, "edge_unregistered_type", f"event type {emit['type']!r} is not registered")
         result.append(
             Edge(

@@ -23,13 +23,18 @@ def parse_key_template(template: str) -> tuple[str, ...]:
     """The payload fields ``template`` names, in order (each once).
 
     Raises KeyTemplateError when the template has text that is not printable ASCII
-    without spaces, a brace outside a ``{payload.<field>}`` placeholder, or no
-    placeholder at all (every event of the definition would share one key).
+    without spaces, a brace outside a ``{payload.<field>}`` placeholder, two placeholders
+    with nothing between them, or no placeholder at all (every event of the definition would share one key).
     """
     fields: list[str] = []
     position = 0
     for match in KEY_PLACEHOLDER.finditer(template):
         _check_literal(template[position:match.start()])
+        if fields and match.start() == position:
+            raise KeyTemplateError(
+                f"{{payload.{match.group(1)}}} follows another placeholder directly; separate them with literal "
+                "text, or two inputs could share a key (repo a1 and PR 2, repo a and PR 12)"
+            )
         if match.group(1) not in fields:
             fields.append(match.group(1))
         position = match.end()

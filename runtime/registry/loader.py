@@ -53,7 +53,8 @@ class SchemaFile:
 class Load:
     """One load of the registry; collects errors instead of stopping at the first.
 
-    ``broken`` holds ``(file name, entry)`` pairs whose entry broke its file's schema:
+    ``broken`` holds ``(file name, entry)`` pairs whose entry broke its file's schema (and
+    ``("definitions", ref)`` for a definition file that broke its own):
     they are skipped without cascading into errors about whatever refers to them
     (docs/decisions.md, Registry). A schema file is read and checked once, and a
     validator built once per schema, however many entries refer to it.

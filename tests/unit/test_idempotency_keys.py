@@ -56,6 +56,8 @@ def test_a_template_on_a_definition_without_input_schema_is_a_load_error(registr
     ("m:{payload.evidence.prNumber}", "'m:{payload.evidence.prNumber}' has a brace outside a placeholder; a placeholder is {payload.<field>}, a top-level field"),
     ("m:{payload.repo}}", "'}' has a brace outside a placeholder; a placeholder is {payload.<field>}, a top-level field"),
     ("merge apply:{payload.repo}", "'merge apply:' is not printable ASCII without spaces"),
+    ("merge-apply:{payload.repo}{payload.prNumber}", "{payload.prNumber} follows another placeholder directly; "
+     "separate them with literal text, or two inputs could share a key (repo a1 and PR 2, repo a and PR 12)"),
 ])
 def test_a_malformed_template_is_a_load_error_naming_file_entry_and_reason(registry_files, template, why):
     set_key(registry_files, template)
@@ -93,7 +95,6 @@ def test_an_empty_template_a_bad_barrier_and_a_bad_release_outcome_break_the_def
         "registry/definitions/merge-apply@1.json: <top>: schema: at barrier: 'One Merge' does not match '^[a-z0-9][a-z0-9-]{0,62}$'",
         "registry/definitions/merge-apply@1.json: <top>: schema: at idempotencyKey: '' should be non-empty",
         "registry/definitions/merge-apply@1.json: <top>: schema: at releaseKeyOn/0: 'wait' does not match '^[A-Z][A-Z0-9_]*$'",
-        "registry/event-types.json: factory.merge-apply.requested: missing_definition: target merge-apply@1 has no file in definitions/",
     ]
 
 
