@@ -8,6 +8,7 @@ import logging
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 
 from lib.refusals import Refused
 from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run, RunStatus
@@ -58,34 +59,35 @@ def _decision_data(via: str, os_user: str | None, note: str = "") -> dict:
 
 
 def approve_proposal(
-    proposal_id: int, *, user, now: datetime, via: str = "admin", os_user: str | None = None
+    proposal_id: int, *, user, now: datetime, note: str = "", via: str = "admin", os_user: str | None = None
 ) -> Run:
-    """Approve a pending proposal as ``user`` and queue its run; returns the run.
+    """Approve a pending proposal as ``user``, with an optional note, and queue its run;
+    returns the run.
 
-    Older pending proposals of the same loop (and key) become ``superseded``, except
-    for ``catchUp: all`` loops. Raises ApprovalRefused with reason ``permission_denied``,
-    ``not_found``, ``not_pending`` or ``previous_run_in_flight`` (the proposal then
-    stays pending).
+    Older pending proposals of the same loop (and key) become ``superseded``
+    (``older_pending``). Raises ApprovalRefused with reason ``permission_denied``,
+    ``not_found``, ``not_pending``, ``previous_run_in_flight`` (the proposal then
+    stays pending) or ``note_too_long``.
     """
     _check_permission(user)
+    _check_note(note, ApprovalRefused)
     try:
         with transaction.atomic():
             updated = Proposal.objects.filter(pk=proposal_id, status=ProposalStatus.PENDING).update(
-                status=ProposalStatus.APPROVED, actor=Actor.OPERATOR, decided_by=user, decided_at=now
+                status=ProposalStatus.APPROVED, actor=Actor.OPERATOR, decided_by=user, decided_at=now, note=note
             )
             proposal = Proposal.objects.select_related("event").filter(pk=proposal_id).first()
             if proposal is None:
                 raise ApprovalRefused("not_found", f"there is no proposal {proposal_id}")
             if not updated:
                 raise ApprovalRefused("not_pending", f"proposal {proposal_id} is {proposal.status}, not pending")
-            data = _decision_data(via, os_user)
+            data = _decision_data(via, os_user, note)
             record(
                 "proposal_approved", Actor.OPERATOR, at=now, actor_name=user.get_username(),
                 event=proposal.event, proposal=proposal, data=data,
             )
             run = queue_run(proposal, actor=Actor.OPERATOR, approved_by=user, now=now)
-            if proposal.loop and proposal.catch_up != "all":
-                _supersede_older(proposal, user, now)
+            _supersede_older(proposal, user, now)
     except IntegrityError:
         holder = proposal.singleton_key and Run.objects.filter(
             singleton_key=proposal.singleton_key, status__in=ACTIVE_RUN_STATUSES
@@ -104,17 +106,24 @@ def approve_proposal(
     return run
 
 
+def older_pending(proposal: Proposal) -> QuerySet:
+    """The pending proposals that approving ``proposal`` supersedes: older ones of the same
+    loop (and key), except for a ``catchUp: all`` loop, which runs every slot; none for an
+    event that is not a tick (docs/design.md §7)."""
+    if not proposal.loop or proposal.catch_up == "all":
+        return Proposal.objects.none()
+    return Proposal.objects.filter(
+        loop=proposal.loop, loop_key=proposal.loop_key, status=ProposalStatus.PENDING, id__lt=proposal.id
+    )
+
+
 def _supersede_older(proposal: Proposal, user, now: datetime) -> None:
     """Running an idempotent loop once now equals running it for every stale slot (docs/design.md §7).
 
     A superseded proposal keeps its key: its slot is covered by the approved run, so a
     replay of that slot must stay a duplicate (docs/design.md §7.2).
     """
-    older = list(
-        Proposal.objects.filter(
-            loop=proposal.loop, loop_key=proposal.loop_key, status=ProposalStatus.PENDING, id__lt=proposal.id
-        ).select_related("event")
-    )
+    older = list(older_pending(proposal).select_related("event"))
     if not older:
         return
     Proposal.objects.filter(pk__in=[p.pk for p in older], status=ProposalStatus.PENDING).update(

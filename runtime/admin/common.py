@@ -1,0 +1,122 @@
+"""What every page of the inbox shares: read-only machine rows, instants to the second in
+UTC, durations, JSON shown as text, and a row's journal entries (docs/design.md §10)."""
+
+import json
+from datetime import UTC, datetime
+
+from django.contrib import admin
+from django.http import Http404
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+
+from runtime.models import JournalEntry
+
+#: The journal's query-string filter for one chain's story (docs/design.md §10).
+CORRELATION_LOOKUP = "event__correlation_id"
+#: The journal's query-string filters for one proposal's, run's or event's entries.
+ROW_LOOKUPS = ("proposal__id__exact", "run__id__exact", "event__id__exact")
+#: The most journal entries a proposal's or run's page shows; the journal link has them all.
+SHOWN_JOURNAL_ENTRIES = 200
+
+
+def instant(value: datetime | None) -> str:
+    """``2026-11-30 21:00:01 UTC``, or ``—``: to the second, always in UTC (the one clock)."""
+    if value is None:
+        return "—"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration(seconds: float | None) -> str:
+    """``45 s``, ``3 m 05 s``, ``2 h 07 m``, ``3 d 4 h``; ``—`` for None. Negative reads as 0 s."""
+    if seconds is None:
+        return "—"
+    whole = max(0, int(seconds))
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes:02d} m"
+    if minutes:
+        return f"{minutes} m {secs:02d} s"
+    return f"{secs} s"
+
+
+def between(start: datetime | None, end: datetime | None) -> str:
+    """The duration from ``start`` to ``end``, or ``—`` when either is missing."""
+    return duration((end - start).total_seconds()) if start and end else "—"
+
+
+def story_link(correlation_id: str):
+    """A link to the journal filtered to one correlation, oldest first."""
+    url = reverse("admin:runtime_journalentry_changelist") + "?" + urlencode({CORRELATION_LOOKUP: correlation_id})
+    return format_html("<a href='{}'>{}</a>", url, correlation_id)
+
+
+def journal_url(lookup: str, pk: int) -> str:
+    """The journal filtered to one row's entries, oldest first (``lookup`` from ``ROW_LOOKUPS``)."""
+    return reverse("admin:runtime_journalentry_changelist") + "?" + urlencode({lookup: pk})
+
+
+def pretty_json(value) -> str:
+    return format_html("<pre style='white-space: pre-wrap'>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def journal_table(entries, more_url: str):
+    """An HTML table of journal entries (oldest first): instant, action, actor, data; a link
+    to the whole list when there are more than ``SHOWN_JOURNAL_ENTRIES``."""
+    rows = list(entries[: SHOWN_JOURNAL_ENTRIES + 1])
+    if not rows:
+        return "(no journal entries)"
+    body = format_html_join(
+        "", "<tr><td>{}</td><td><a href='{}'>{}</a></td><td>{}</td><td><code>{}</code></td></tr>",
+        (
+            (instant(e.at), reverse("admin:runtime_journalentry_change", args=[e.pk]), e.action,
+             f"{e.actor} {e.actor_name}".strip(), json.dumps(e.data, ensure_ascii=False, sort_keys=True))
+            for e in rows[:SHOWN_JOURNAL_ENTRIES]
+        ),
+    )
+    more = format_html("<p><a href='{}'>all entries</a></p>", more_url) if len(rows) > SHOWN_JOURNAL_ENTRIES else ""
+    return format_html(
+        "<table class='journal'><thead><tr><th>at (UTC)</th><th>action</th><th>actor</th><th>data</th></tr></thead>"
+        "<tbody>{}</tbody></table>{}", body, more,
+    )
+
+
+def row_journal(**lookup):
+    """A row's journal entries, oldest first."""
+    return JournalEntry.objects.filter(**lookup).order_by("id")
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Machine-owned rows: visible to staff, never added, changed or deleted from the admin.
+
+    Their history is the journal, not the admin's log: "History" opens the row's journal
+    entries (``journal_lookup``, one of ``ROW_LOOKUPS``)."""
+
+    journal_lookup: str | None = None
+
+    def history_view(self, request, object_id, extra_context=None):
+        if self.journal_lookup is None:
+            return super().history_view(request, object_id, extra_context)
+        if not str(object_id).isdigit():
+            raise Http404(f"no {self.model._meta.verbose_name} {object_id!r}")
+        return redirect(journal_url(self.journal_lookup, int(object_id)))
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_staff
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_staff
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,185 @@
+"""Proposals in the inbox: pending first, decided from the list or from the proposal's own
+page, always through a confirmation that says what will run (docs/design.md §7, §10)."""
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Case, IntegerField, Value, When
+from django.db.models.functions import Now
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from runtime import clock
+from runtime.models import Proposal, ProposalStatus
+from runtime.plan_text import describe_plan
+from runtime.services.approval import (
+    APPROVE_PERMISSION,
+    NOTE_MAX_LENGTH,
+    ApprovalRefused,
+    approve_proposal,
+    older_pending,
+    reject_proposal,
+)
+
+from .common import ReadOnlyAdmin, between, instant, journal_table, journal_url, pretty_json, row_journal
+
+DECISIONS = ("approve", "reject")
+
+
+def confirmation_rows(proposals: list[Proposal]) -> list[dict]:
+    """What the confirmation page shows of each proposal: the plan in words and the pending
+    proposals approving it would supersede (``runtime.services.approval.older_pending``)."""
+    return [
+        {"proposal": p, "lines": describe_plan(p.plan), "supersedes": list(older_pending(p).values_list("pk", flat=True))}
+        for p in proposals
+    ]
+
+
+@admin.register(Proposal)
+class ProposalAdmin(ReadOnlyAdmin):
+    list_display = ("id", "status", "definition", "loop", "event_link", "created", "age", "decided_by")
+    list_filter = ("status", "definition", "loop")
+    list_select_related = ("event", "decided_by")
+    search_fields = ("event__uid", "idempotency_key", "loop")
+    actions = ["approve_selected", "reject_selected"]
+    fieldsets = (
+        (None, {"fields": ("status", "definition", "loop", "loop_key", "event_link", "idempotency_key")}),
+        ("What will run", {"fields": ("plan_words",)}),
+        ("Decision", {"fields": ("created", "age", "actor", "decided_by", "decided", "note")}),
+        ("Journal", {"fields": ("journal",)}),
+        ("Plan as JSON", {"fields": ("plan_view", "registry_digest"), "classes": ("collapse",)}),
+    )
+    readonly_fields = (
+        "status", "definition", "loop", "loop_key", "event_link", "idempotency_key", "plan_words", "created", "age",
+        "actor", "decided_by", "decided", "note", "journal", "plan_view", "registry_digest",
+    )
+    change_form_template = "admin/runtime/proposal/change_form.html"
+    journal_lookup = "proposal__id__exact"
+
+    def get_queryset(self, request):
+        # Ages are measured on the database's clock (the one clock), read once by the listing's own query.
+        return super().get_queryset(request).annotate(database_now=Now())
+
+    def get_ordering(self, request):
+        pending_first = Case(When(status=ProposalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField())
+        return [pending_first.asc(), "-id"]
+
+    def has_approve_permission(self, request):
+        return request.user.has_perm(APPROVE_PERMISSION)
+
+    def get_urls(self):
+        decide = self.admin_site.admin_view(self.decide_view)
+        return [path("<int:proposal_id>/decide/<str:decision>/", decide, name="runtime_proposal_decide"), *super().get_urls()]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = {"can_decide": self.has_approve_permission(request), "decisions": DECISIONS}
+        return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})
+
+    @admin.display(description="event")
+    def event_link(self, proposal):
+        url = reverse("admin:runtime_event_change", args=[proposal.event_id])
+        return format_html("<a href='{}'>{}</a>", url, proposal.event.uid)
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created(self, proposal):
+        return instant(proposal.created_at)
+
+    @admin.display(description="decided (UTC)", ordering="decided_at")
+    def decided(self, proposal):
+        return instant(proposal.decided_at)
+
+    @admin.display(description="age")
+    def age(self, proposal):
+        end = proposal.decided_at if proposal.status != ProposalStatus.PENDING else proposal.database_now
+        return between(proposal.created_at, end)
+
+    @admin.display(description="plan, in words")
+    def plan_words(self, proposal):
+        return format_html(
+            "<table class='plan-words'><tbody>{}</tbody></table>",
+            format_html_join("", "<tr><th>{}</th><td><code>{}</code></td></tr>", describe_plan(proposal.plan)),
+        )
+
+    @admin.display(description="plan")
+    def plan_view(self, proposal):
+        return pretty_json(proposal.plan)
+
+    @admin.display(description="entries, oldest first")
+    def journal(self, proposal):
+        return journal_table(row_journal(proposal=proposal), journal_url(self.journal_lookup, proposal.pk))
+
+    def decide_view(self, request, proposal_id: int, decision: str):
+        """GET: the confirmation for one proposal; POST with ``confirm``: the decision.
+        Without the permission: 403, whatever the method."""
+        if decision not in DECISIONS:
+            raise Http404(f"no decision {decision!r}")
+        if not self.has_approve_permission(request):
+            raise PermissionDenied
+        proposal = Proposal.objects.select_related("event").filter(pk=proposal_id).first()
+        if proposal is None:
+            raise Http404(f"no proposal {proposal_id}")
+        page = reverse("admin:runtime_proposal_change", args=[proposal_id])
+        if request.method == "POST" and request.POST.get("confirm") == "yes":
+            self._apply(request, [proposal], decision)
+            return HttpResponseRedirect(page)
+        if proposal.status != ProposalStatus.PENDING:
+            self.message_user(request, f"Proposal {proposal_id} is {proposal.status}, not pending.", messages.WARNING)
+            return HttpResponseRedirect(page)
+        return self._confirmation(request, [proposal], decision, skipped=0, selected_ids=None, back=page)
+
+    def _confirmation(self, request, pending, decision, *, skipped, selected_ids, back):
+        return TemplateResponse(request, "admin/runtime/proposal/confirm_decision.html", {
+            **self.admin_site.each_context(request),
+            "title": f"{decision.capitalize()} {len(pending)} proposal(s)?",
+            "decision": decision,
+            "action": f"{decision}_selected",
+            "rows": confirmation_rows(pending),
+            "skipped": skipped,
+            "selected_ids": selected_ids,
+            "back": back,
+            "note_max_length": NOTE_MAX_LENGTH,
+            "opts": self.model._meta,
+        })
+
+    def _apply(self, request, pending: list[Proposal], decision: str) -> None:
+        now = clock.database_now()
+        note = request.POST.get("note", "")
+        done, refused = 0, []
+        for proposal in pending:
+            try:
+                if decision == "approve":
+                    approve_proposal(proposal.pk, user=request.user, now=now, note=note, via="admin")
+                else:
+                    reject_proposal(proposal.pk, user=request.user, now=now, note=note, via="admin")
+                done += 1
+            except ApprovalRefused as exc:
+                refused.append(f"proposal {proposal.pk}: {exc.code} ({exc.detail})")
+        if done:
+            verb = "approved" if decision == "approve" else "rejected"
+            self.message_user(request, f"{done} proposal(s) {verb}.", messages.SUCCESS)
+        for line in refused:
+            self.message_user(request, f"Refused: {line}", messages.ERROR)
+
+    def _decide(self, request, queryset, decision: str):
+        selected = list(queryset.select_related("event"))
+        pending = [p for p in selected if p.status == ProposalStatus.PENDING]
+        # Counted once, before deciding: afterwards a Pending-filtered queryset no longer holds them.
+        skipped = len(selected) - len(pending)
+        if "confirm" not in request.POST:
+            return self._confirmation(
+                request, pending, decision, skipped=skipped, selected_ids=[str(p.pk) for p in selected],
+                back=reverse("admin:runtime_proposal_changelist"),
+            )
+        if skipped:
+            self.message_user(request, f"{skipped} selected proposal(s) were not pending and were left alone.", messages.WARNING)
+        self._apply(request, pending, decision)
+        return None
+
+    @admin.action(permissions=["approve"], description="Approve selected pending proposals")
+    def approve_selected(self, request, queryset):
+        return self._decide(request, queryset, "approve")
+
+    @admin.action(permissions=["approve"], description="Reject selected pending proposals")
+    def reject_selected(self, request, queryset):
+        return self._decide(request, queryset, "reject")

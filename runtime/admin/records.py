@@ -1,0 +1,103 @@
+"""The machine's own records in the inbox, read-only: events, the journal and the outbox
+(docs/design.md §3, §8, §10)."""
+
+from django.contrib import admin
+
+from runtime.models import Event, JournalEntry, OutboxEntry
+
+from .common import (
+    CORRELATION_LOOKUP,
+    ROW_LOOKUPS,
+    ReadOnlyAdmin,
+    instant,
+    journal_table,
+    journal_url,
+    pretty_json,
+    row_journal,
+    story_link,
+)
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ("id", "uid", "type", "door", "admitted", "planning_outcome", "planning_reason")
+    list_filter = ("door", "type", "planning_outcome")
+    search_fields = ("uid", "correlation_id", "subject")
+    fields = (
+        "uid", "type", "source", "subject", "door", "occurred", "admitted", "story",
+        "causation_id", "payload_view", "loop", "loop_key", "slot", "planned", "planning_outcome", "planning_reason",
+        "journal",
+    )
+    readonly_fields = fields
+    journal_lookup = "event__id__exact"
+
+    @admin.display(description="occurred (UTC)")
+    def occurred(self, event):
+        return instant(event.occurred_at)
+
+    @admin.display(description="admitted (UTC)", ordering="admitted_at")
+    def admitted(self, event):
+        return instant(event.admitted_at)
+
+    @admin.display(description="planned (UTC)")
+    def planned(self, event):
+        return instant(event.planned_at)
+
+    @admin.display(description="journal, oldest first")
+    def journal(self, event):
+        return journal_table(row_journal(event=event), journal_url(self.journal_lookup, event.pk))
+
+    @admin.display(description="correlation (its story)")
+    def story(self, event):
+        return story_link(event.correlation_id)
+
+    @admin.display(description="payload")
+    def payload_view(self, event):
+        return pretty_json(event.payload)
+
+
+@admin.register(JournalEntry)
+class JournalEntryAdmin(ReadOnlyAdmin):
+    list_display = ("id", "at_utc", "action", "actor", "actor_name", "event", "proposal", "run")
+    list_filter = ("action", "actor")
+    list_select_related = ("event", "proposal", "run")
+    search_fields = ("event__uid", "event__correlation_id", "actor_name")
+    fields = ("at_utc", "action", "actor", "actor_name", "event", "proposal", "run", "data_view")
+    readonly_fields = fields
+
+    def lookup_allowed(self, lookup, value, request=None):
+        # ?event__correlation_id=ID is one chain's story (the events' "story" links); the
+        # row lookups are one proposal's, run's or event's entries (their "History").
+        return lookup in (CORRELATION_LOOKUP, *ROW_LOOKUPS) or super().lookup_allowed(lookup, value, request)
+
+    def get_ordering(self, request):
+        """A story or a row's entries read oldest first; the whole journal newest first."""
+        return ["id"] if any(key in request.GET for key in (CORRELATION_LOOKUP, *ROW_LOOKUPS)) else ["-id"]
+
+    @admin.display(description="at (UTC)", ordering="at")
+    def at_utc(self, entry):
+        return instant(entry.at)
+
+    @admin.display(description="data")
+    def data_view(self, entry):
+        return pretty_json(entry.data)
+
+
+@admin.register(OutboxEntry)
+class OutboxEntryAdmin(ReadOnlyAdmin):
+    """Chained events between their run's end and their admission (docs/design.md §8)."""
+
+    list_display = ("id", "event_uid", "status", "duplicate", "run", "created_at", "settled_at")
+    list_filter = ("status",)
+    list_select_related = ("run",)
+    search_fields = ("event_uid",)
+    fields = ("event_uid", "run", "position", "status", "duplicate", "created_at", "settled_at", "envelope_view", "refusal_view")
+    readonly_fields = fields
+
+    @admin.display(description="envelope")
+    def envelope_view(self, entry):
+        return pretty_json(entry.envelope)
+
+    @admin.display(description="refusal")
+    def refusal_view(self, entry):
+        return pretty_json(entry.refusal) if entry.refusal else "-"

@@ -1,0 +1,147 @@
+"""Deciding where you read and reading a run (docs/design.md §10): a proposal's page has its
+decisions and its journal, the confirmation says what will run in words, a run's page has
+its output first, times to the second in UTC, its attempts and its links."""
+
+from pathlib import Path
+
+import pytest
+from django.contrib.messages import get_messages
+from django.urls import reverse
+
+from runtime.adapters.base import RunResult
+from runtime.models import JournalEntry, Proposal, Run
+from runtime.services.approval import approve_proposal
+from runtime.services.runs import claim_next_run, fail_attempt, finish_run, start_run
+from tests.conftest import SHA, at
+from tests.helpers import inject, tick
+
+pytestmark = pytest.mark.django_db
+
+WATCHED_REAPER = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n"
+APPLY = {"repo": "alpha", "prNumber": 7, "headSha": SHA, "evidence": {"prNumber": 7, "headSha": SHA}}
+
+
+def decide_url(proposal, decision):
+    return reverse("admin:runtime_proposal_decide", args=[proposal.pk, decision])
+
+
+@pytest.fixture
+def proposals(registry_files):
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    tick("2026-11-30T21:00:10Z")
+    tick("2026-11-30T22:00:10Z")
+    return list(Proposal.objects.order_by("id"))
+
+
+def test_a_proposal_page_offers_the_decisions_to_an_approver_only(client, approver, viewer, proposals):
+    page = reverse("admin:runtime_proposal_change", args=[proposals[1].pk])
+    client.force_login(approver)
+    body = client.get(page).content.decode()
+    assert decide_url(proposals[1], "approve") in body and decide_url(proposals[1], "reject") in body
+    assert "what runs" in body and "reaper.py" in body
+    client.force_login(viewer)
+    body = client.get(page).content.decode()
+    assert decide_url(proposals[1], "approve") not in body
+    assert client.get(decide_url(proposals[1], "approve")).status_code == 403
+    forged = client.post(decide_url(proposals[1], "approve"), {"confirm": "yes"})
+    assert forged.status_code == 403
+    assert (Run.objects.count(), Proposal.objects.get(pk=proposals[1].pk).status) == (0, "pending")
+
+
+def test_approving_from_the_page_confirms_in_words_then_records_the_note_and_supersedes(client, approver, proposals):
+    older, newer = proposals
+    client.force_login(approver)
+    confirm = client.get(decide_url(newer, "approve"))
+    assert confirm.status_code == 200
+    rows = confirm.context["rows"]
+    assert [(row["proposal"].pk, row["supersedes"]) for row in rows] == [(newer.pk, [older.pk])]
+    assert [label for label, _ in rows[0]["lines"]] == ["what runs", "input", "mutates", "time-out", "attempts"]
+    assert "Yes, approve and run" in confirm.content.decode()
+    assert Run.objects.count() == 0
+    done = client.post(decide_url(newer, "approve"), {"confirm": "yes", "note": "reaped by hand before"})
+    assert (done.status_code, done["Location"]) == (302, reverse("admin:runtime_proposal_change", args=[newer.pk]))
+    entry = JournalEntry.objects.get(action="proposal_approved")
+    assert (entry.actor, entry.actor_name, entry.data) == (
+        "operator", "alice", {"via": "admin", "note": "reaped by hand before"}
+    )
+    assert list(Proposal.objects.order_by("id").values_list("status", "note")) == [
+        ("superseded", f"superseded by proposal {newer.pk}"), ("approved", "reaped by hand before"),
+    ]
+
+
+def test_an_agent_proposal_is_confirmed_with_its_repo_pr_head_and_input(client, approver, registry_files):
+    inject("op-merge-7", "factory.merge-apply.requested", APPLY)
+    tick("2026-11-30T10:00:10Z")
+    proposal = Proposal.objects.get(event__uid="op-merge-7")
+    client.force_login(approver)
+    lines = dict(client.get(decide_url(proposal, "approve")).context["rows"][0]["lines"])
+    assert {key: lines[key] for key in ("what runs", "repository", "pull request", "head SHA", "mutates")} == {
+        "what runs": "the agent merge-apply@1", "repository": "alpha", "pull request": "7", "head SHA": SHA,
+        "mutates": "yes: it changes things outside the runtime; an interrupted attempt waits for a person",
+    }
+
+
+def test_rejecting_from_the_page_and_a_decided_proposal_is_not_offered_again(client, approver, proposals):
+    client.force_login(approver)
+    client.post(decide_url(proposals[0], "reject"), {"confirm": "yes", "note": "not now"})
+    assert Proposal.objects.get(pk=proposals[0].pk).status == "rejected"
+    again = client.get(decide_url(proposals[0], "reject"), follow=True)
+    assert [str(m) for m in get_messages(again.wsgi_request)][-1] == f"Proposal {proposals[0].pk} is rejected, not pending."
+    assert client.get(reverse("admin:runtime_proposal_decide", args=[proposals[0].pk, "delete"])).status_code == 404
+    assert client.get(reverse("admin:runtime_proposal_decide", args=[999999, "approve"])).status_code == 404
+
+
+def test_deciding_from_the_pending_filter_counts_nothing_skipped(client, approver, proposals):
+    client.force_login(approver)
+    changelist = reverse("admin:runtime_proposal_changelist") + "?status__exact=pending"
+    response = client.post(
+        changelist, {"action": "reject_selected", "_selected_action": [p.pk for p in proposals], "confirm": "yes"},
+        follow=True,
+    )
+    assert [str(m) for m in get_messages(response.wsgi_request)] == ["2 proposal(s) rejected."]
+
+
+def test_history_is_the_rows_journal_oldest_first(client, approver, proposals):
+    client.force_login(approver)
+    history = client.get(reverse("admin:runtime_proposal_history", args=[proposals[0].pk]))
+    assert history.status_code == 302
+    listing = client.get(history["Location"])
+    assert [e.action for e in listing.context["cl"].result_list] == ["proposal_created"]
+    assert client.get(reverse("admin:runtime_proposal_history", args=["x"])).status_code == 404
+
+
+@pytest.fixture
+def finished_run(registry_files, approver, settings, tmp_path):
+    """A reaper run whose first attempt was lost and whose second finished with 70 KiB of output."""
+    settings.FACTORY_RUNS_DIR = tmp_path
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    tick("2026-11-30T21:00:10Z")
+    run = approve_proposal(Proposal.objects.get().pk, user=approver, now=at("2026-11-30T21:01:00Z"))
+    Run.objects.filter(pk=run.pk).update(plan={**run.plan, "mutating": False})
+    start_run(claim_next_run(worker="host-a:1:1", now=at("2026-11-30T21:01:05Z"), lease_seconds=60),
+              worker="host-a:1:1", now=at("2026-11-30T21:01:05Z"))
+    fail_attempt(run.pk, reason="lease_expired", now=at("2026-11-30T21:03:00Z"))
+    start_run(claim_next_run(worker="host-b:2:1", now=at("2026-11-30T21:03:10Z"), lease_seconds=60),
+              worker="host-b:2:1", now=at("2026-11-30T21:03:12Z"))
+    stdout = Path(tmp_path) / str(run.pk) / "stdout.log"
+    stdout.parent.mkdir(parents=True)
+    stdout.write_text("a" * 65536 + "THE-TAIL")
+    finish_run(Run.objects.get(pk=run.pk), RunResult(
+        outcome="REAPED", succeeded=True, summary="reaped 1", data={"reaped": ["T-7"]}, exit_code=0,
+        stdout_path=str(stdout),
+    ), worker="host-b:2:1", now=at("2026-11-30T21:04:17Z"))
+    return Run.objects.get(pk=run.pk)
+
+
+def test_a_run_page_reads_to_the_second_with_attempts_output_pages_and_links(client, approver, finished_run):
+    client.force_login(approver)
+    page = reverse("admin:runtime_run_change", args=[finished_run.pk])
+    body = client.get(page).content.decode()
+    assert "2026-11-30 21:03:12 UTC" in body and "2026-11-30 21:04:17 UTC" in body and "1 m 05 s" in body
+    assert "host-a:1:1" in body and "host-b:2:1" in body and "lease_expired" in body
+    assert "page 1 of 2" in body and "THE-TAIL" not in body
+    assert body.index("Captured output") < body.index("Times (UTC)") < body.index("Attempts")
+    assert reverse("admin:runtime_event_change", args=[finished_run.event_id]) in body
+    assert reverse("admin:runtime_proposal_change", args=[finished_run.proposal_id]) in body
+    assert "THE-TAIL" in client.get(page + "?output_page=2").content.decode()
+    assert client.get(page + "?output_page=nope").status_code == 200

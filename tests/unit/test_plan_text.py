@@ -1,0 +1,62 @@
+"""A plan in words and the inbox's times (runtime.plan_text, runtime.admin.common)."""
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from runtime.admin.common import between, duration, instant
+from runtime.plan_text import describe_plan, what_runs
+
+SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
+
+
+def test_a_command_reads_as_its_command_line_with_the_run_placeholders_as_written():
+    plan = {
+        "definition": "reaper@1", "adapter": "command", "argv": ["python3", "reaper.py", "--root", "a b", "--run", "{runDir}"],
+        "input": {"loop": "reaper"}, "mutating": True, "timeoutSeconds": 300, "maxAttempts": 2,
+    }
+    assert describe_plan(plan) == [
+        ("what runs", "python3 reaper.py --root 'a b' --run '{runDir}'"),
+        ("input", '{"loop": "reaper"}'),
+        ("mutates", "yes: it changes things outside the runtime; an interrupted attempt waits for a person"),
+        ("time-out", "300 s"),
+        ("attempts", "2"),
+    ]
+
+
+def test_an_agent_reads_as_its_definition_and_the_work_it_is_handed():
+    plan = {
+        "definition": "merge-scan@1", "adapter": "agent", "argv": None, "mutating": False,
+        "input": {"repo": "alpha", "prNumbers": [7, 8], "headSha": SHA, "ticket": "T-7"},
+    }
+    assert describe_plan(plan)[:6] == [
+        ("what runs", "the agent merge-scan@1"), ("repository", "alpha"), ("pull requests", "7, 8"),
+        ("head SHA", SHA), ("ticket", "T-7"),
+        ("input", f'{{"headSha": "{SHA}", "prNumbers": [7, 8], "repo": "alpha", "ticket": "T-7"}}'),
+    ]
+    assert describe_plan(plan)[6] == ("mutates", "no: read-only")
+
+
+@pytest.mark.parametrize("plan, words", [
+    ({"adapter": "builtin", "builtin": "health", "definition": "heartbeat@1"},
+     "the built-in health report, inside the worker (heartbeat@1)"),
+    ({"adapter": "fake", "definition": "dispatch@1"},
+     "a fake agent playing dispatch@1 (FACTORY_FAKE_AGENTS): nothing outside the runtime changes"),
+])
+def test_builtin_and_fake_adapters_say_what_they_are(plan, words):
+    assert what_runs(plan) == words
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (None, "—"), (-3, "0 s"), (0, "0 s"), (45.9, "45 s"), (65, "1 m 05 s"), (3600 * 2 + 7 * 60 + 5, "2 h 07 m"),
+    (86400 * 3 + 3600 * 4 + 1, "3 d 4 h"),
+])
+def test_durations_read_in_the_largest_two_units(seconds, text):
+    assert duration(seconds) == text
+
+
+def test_instants_are_to_the_second_in_utc_whatever_their_zone():
+    paris = datetime(2026, 11, 30, 22, 0, 1, 999999, tzinfo=timezone(timedelta(hours=1)))
+    assert (instant(paris), instant(None)) == ("2026-11-30 21:00:01 UTC", "—")
+    start = datetime(2026, 11, 30, 21, 0, tzinfo=UTC)
+    assert (between(start, start + timedelta(seconds=65)), between(start, None)) == ("1 m 05 s", "—")
