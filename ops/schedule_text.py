@@ -106,3 +106,27 @@ def tick_text(document: dict) -> str:
     if document["planned"] is not None:
         lines.append(f"planned {document['planned']} event(s)")
     return "\n".join(lines)
+
+
+def _tally(counts: dict) -> str:
+    return ", ".join(f"{key} {n}" for key, n in sorted(counts.items())) or "none"
+
+
+def report_text(document: dict) -> str:
+    """The earning report (``ops.earning.earning_report``) as labelled lines, then the diff."""
+    took = document["durationSeconds"]
+    lines = [
+        f"loop {document['loop']} ({document['approval']}, {document['source']}), "
+        f"{document['since']} to {document['until']}",
+        f"slots fired: {document['slots']}",
+        f"planning: {_tally(document['planning'])}",
+        f"NOOP reasons: {_tally(document['noopReasons'])}",
+        f"proposals: {_tally(document['proposals'])}",
+        f"decided by: {_tally(document['decidedBy'])}",
+        f"runs: {_tally(document['runs'])}",
+        "run duration: " + (f"median {took['median']} s, worst {took['worst']} s" if took["median"] is not None else "no finished run"),
+        "mutating: " + {True: "yes", False: "no", None: "unknown"}[document["mutating"]],
+        f"auto allowed: {'yes' if document['autoAllowed'] else 'no'}: {document['why']}",
+    ]
+    text = "\n".join(lines)
+    return text + "\n\n" + document["diff"].rstrip("\n") if document["diff"] else text

@@ -10,19 +10,24 @@
   ``--dry-run`` writes nothing and prints what would fire.
 - ``schedule rebuild LOOP [--json]``: empty a keyed loop's rows and replay its setting
   and clearing events and its admitted ticks, in admission order (docs/design.md §6).
+- ``schedule report LOOP [--since 7d|INSTANT] [--json]``: has the loop earned ``auto``?
+  Its slots, outcomes, decisions and runs over the window, and the registry diff that
+  would flip it (``ops.earning``; spec §6).
 
-Exit 2 when refused (an unknown loop, a bad or future instant, rebuilding a loop that is
-not keyed).
+Exit 2 when refused (an unknown loop, a bad or future instant or window, rebuilding a loop
+that is not keyed).
 """
 
 import argparse
 import json
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from lib.instants import InstantError, format_instant, parse_instant
-from ops.schedule_text import list_text, next_keyed_text, next_text, show_text, tick_text
+from ops.earning import DEFAULT_WINDOW, WindowError, earning_report, window_start
+from ops.schedule_text import list_text, next_keyed_text, next_text, report_text, show_text, tick_text
 from ops.slot_loop import iterate
 from runtime import clock
 from runtime.models import Event
@@ -70,6 +75,10 @@ class Command(BaseCommand):
         again = sub.add_parser("rebuild", help="rebuild a keyed loop's rows from its events")
         again.add_argument("loop")
         again.add_argument("--json", **as_json)
+        report = sub.add_parser("report", help="has a watched loop earned auto? its history over a window")
+        report.add_argument("loop")
+        report.add_argument("--since", default=DEFAULT_WINDOW, help=f"a span (90m, 7d) or an instant (default {DEFAULT_WINDOW})")
+        report.add_argument("--json", **as_json)
 
     def handle(self, *args, **options):
         try:
@@ -106,6 +115,13 @@ class Command(BaseCommand):
             report = rebuild(loop, now=now)
             document = {"loop": report.loop, "keys": report.keys, "events": report.events}
             return self.emit(options, document, lambda d: f"rebuilt {d['loop']}: {d['keys']} key(s) from {d['events']} event(s)")
+        if action == "report":
+            try:
+                since = window_start(options["since"], now=now)
+            except WindowError as exc:
+                raise CommandError(str(exc), returncode=EXIT_REFUSED) from None
+            document = earning_report(registry, loop.name, since=since, now=now, registry_dir=settings.FACTORY_REGISTRY_DIR)
+            return self.emit(options, document, report_text)
         (view,) = schedules_overview(registry, now=now, names=[loop.name])
         if action == "show":
             document = {**view.as_json(), "ticks": recent_ticks(loop.name)}
