@@ -1,11 +1,12 @@
 """Writing the append-only journal (docs/design.md §9)."""
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from runtime.models import Actor, Event, JournalEntry, Proposal, Run
 
 
-def record(
+def entry(
     action: str,
     actor: Actor | str,
     *,
@@ -16,7 +17,7 @@ def record(
     run: Run | None = None,
     data: dict | None = None,
 ) -> JournalEntry:
-    """Append one entry; call inside the transaction that makes the change it records.
+    """One unsaved entry, for ``record_many``; the arguments are ``record``'s.
 
     The entry links the event of the run or proposal when ``event`` is not given, so a
     correlation's whole story can be read from the journal alone.
@@ -29,7 +30,7 @@ def record(
         event_id = proposal.event_id
     else:
         event_id = None
-    return JournalEntry.objects.create(
+    return JournalEntry(
         at=at,
         action=action,
         actor=actor,
@@ -39,3 +40,17 @@ def record(
         run=run,
         data=data or {},
     )
+
+
+def record(action: str, actor: Actor | str, *, at: datetime, **links) -> JournalEntry:
+    """Append one entry (``entry``'s arguments); call inside the transaction that makes the
+    change it records."""
+    made = entry(action, actor, at=at, **links)
+    made.save(force_insert=True)
+    return made
+
+
+def record_many(entries: Iterable[JournalEntry]) -> list[JournalEntry]:
+    """Append many entries built by ``entry`` in one multi-row insert (the batched paths of
+    admission and planning); call inside the transaction that makes the changes they record."""
+    return JournalEntry.objects.bulk_create(list(entries))
