@@ -1,11 +1,14 @@
-"""Routes: the operator inbox (admin), the intake doors, the schedule and status views."""
+"""Routes: the operator's pages and the inbox (admin), the intake doors, the schedule and status views."""
 
 from django.contrib import admin
 from django.urls import include, path
 
+from ops.web.admin_site import put_runtime_first
+
 admin.site.site_header = "Factory event runtime"
 admin.site.site_title = "Factory runtime"
 admin.site.index_title = "Inbox"
+put_runtime_first(admin.site)
 
 #: The API routes answer JSON here too; other routes keep Django's pages (factory_site.requests).
 handler400 = "factory_site.requests.bad_request"
@@ -15,4 +18,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("intake.urls")),
     path("", include("ops.urls")),
+    path("", include("ops.web_urls")),
 ]

@@ -1,0 +1,40 @@
+"""Template filters and tags of the operator's pages (docs/web.md)."""
+
+from django import template
+
+from runtime.admin.common import between, duration, instant
+from runtime.models import Proposal, ProposalStatus
+
+from ..web import words
+
+register = template.Library()
+
+
+@register.filter
+def utc_instant(value):
+    """An instant to the second in UTC: ``2026-11-30 21:00:01 UTC`` (``—`` for None)."""
+    return instant(value)
+
+
+@register.filter
+def seconds(value):
+    """A duration in seconds as ``45 s``, ``3 m 05 s``… (``—`` for None)."""
+    return duration(value)
+
+
+@register.simple_tag
+def took(start, end):
+    """The duration from ``start`` to ``end``, or ``—``."""
+    return between(start, end)
+
+
+@register.filter
+def tally(counts):
+    """``{"approved": 3}`` as ``approved 3`` (``none`` when empty)."""
+    return words.tally(counts or {})
+
+
+@register.inclusion_tag("ops/_admin_links.html")
+def operator_links():
+    """The admin index's links to the dashboard and to the pending proposals, with their count (one query)."""
+    return {"pending": Proposal.objects.filter(status=ProposalStatus.PENDING).count(), "inbox_url": words.inbox_url()}

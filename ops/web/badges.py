@@ -1,0 +1,125 @@
+"""Each loop's status on the dashboard: the doctor's anomalies it stands in, late, ok or
+disabled (docs/web.md, "Status badges"; the anomalies are docs/schedules.md's, "The doctor").
+
+``loop_badges`` is pure: it takes the doctor's ``/status`` document (``ops.doctor.collect_status``)
+and the late loops (``late_loops``: one query on the schedule states, and one on the keyed
+rows when there are keyed loops), so badges cost the same number of queries for a hundred
+loops as for a hundred thousand.
+"""
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from functools import lru_cache
+
+from django.db.models import Min
+
+from lib.calendar import loop_rule
+from lib.slots import slot_floor
+from runtime.models import Run
+from runtime.registry import Loop, Registry
+from schedules.models import KeyedSchedule, ScheduleState
+
+#: A slot whose tick was admitted more than this many seconds after the slot started (or after
+#: the slot loop first saw the loop enabled, whichever is later), or is still not admitted that
+#: long after, is late: the slot loop turns every second, so five seconds is a slot loop that lagged.
+LATE_AFTER_SECONDS = 5
+#: The doctor's per-loop findings, in the order a row shows them: the ``/status`` key and its badge.
+DOCTOR_BADGES = (
+    ("stoppedSchedules", "stopped"),
+    ("stuckLoops", "stuck"),
+    ("starvedQueue", "starved"),
+    ("interruptedRuns", "interrupted run"),
+    ("expiredLeases", "expired lease"),
+    ("proposalPileUps", "piling up"),
+    ("futureLastSlot", "future last slot"),
+)
+LATE, OK, DISABLED = "late", "ok", "disabled"
+#: ``slot_floor`` memoised: over thousands of loops, ``now`` and the cadences repeat.
+_slot_floor = lru_cache(maxsize=4096)(slot_floor)
+#: Problems first: any of the doctor's, then late, then ok, then disabled (``rank``).
+RANK = {LATE: 1, OK: 2, DISABLED: 3}
+
+
+def doctor_flags(status: dict, run_loops: dict[int, str | None]) -> dict[str, list[str]]:
+    """Loop name → the doctor's badges for it, in ``DOCTOR_BADGES`` order, from the ``/status``
+    document. ``run_loops`` maps the expired leases' run ids to their loops (``expired_lease_loops``).
+    Items of no loop (an injected event's run) badge no row. Pure."""
+    flags: dict[str, list[str]] = defaultdict(list)
+    for key, badge in DOCTOR_BADGES:
+        for item in status.get(key) or []:
+            loop = run_loops.get(item["id"]) if key == "expiredLeases" else item.get("loop")
+            if loop and badge not in flags[loop]:
+                flags[loop].append(badge)
+    return dict(flags)
+
+
+def expired_lease_loops(status: dict) -> dict[int, str | None]:
+    """The loops of the runs in ``expiredLeases`` (which names runs, not loops): one query, none when there are none."""
+    ids = [item["id"] for item in status.get("expiredLeases") or []]
+    return dict(Run.objects.filter(pk__in=ids).values_list("pk", "loop")) if ids else {}
+
+
+def loop_badges(loop: Loop, flags: dict[str, list[str]], late: set[str]) -> list[str]:
+    """The badges of one loop: the doctor's, else ``late``, ``ok`` or ``disabled``. Pure."""
+    if not loop.enabled:
+        return [DISABLED]
+    found = list(flags.get(loop.name, ()))
+    return found or [LATE if loop.name in late else OK]
+
+
+def rank(badges: list[str]) -> int:
+    """0 for any of the doctor's anomalies, then ``RANK``. Pure."""
+    return min(RANK.get(badge, 0) for badge in badges)
+
+
+def is_late(loop: Loop, state, now: datetime, keys_next_due: datetime | None = None) -> bool:
+    """Whether an enabled loop is late at ``now`` (``LATE_AFTER_SECONDS``). Pure.
+
+    ``state`` has ``last_slot``, ``last_tick_at`` (the last tick's admission), ``enabled``
+    and ``enabled_since``; a loop the slot loop has not seen enabled (no state, or a disabled
+    one) is not judged: then the slot loop is not turning, the doctor's ``slotLoopStale``.
+    A slot is due at its start, or when the slot loop first saw the loop enabled if that is
+    later (a loop's first tick fires its current slot, docs/design.md §5). An interval or
+    time-of-day loop is late when its last fired tick was admitted late, or its current slot
+    has not fired that long after it was due; a keyed loop when a row has been due that long.
+    """
+    if not loop.enabled or state is None or not state.enabled:
+        return False
+    grace = timedelta(seconds=LATE_AFTER_SECONDS)
+    since = state.enabled_since
+
+    def due(slot: datetime) -> datetime:
+        return max(slot, since) if since is not None else slot
+
+    if loop.keyed is not None:
+        return keys_next_due is not None and now - due(keys_next_due) > grace
+    if state.last_slot is not None and state.last_tick_at is not None and state.last_tick_at - due(state.last_slot) > grace:
+        return True
+    if loop.cadence_seconds is not None:
+        current = _slot_floor(now, loop.cadence_seconds)
+    else:
+        current = loop_rule(loop).floor(now)
+    if state.last_slot is not None and state.last_slot >= current:
+        return False
+    return now - due(current) > grace
+
+
+def late_loops(registry: Registry, *, now: datetime) -> set[str]:
+    """The names of the registry's late loops at ``now`` (``is_late``). One query on the schedule
+    states, plus one for the keyed loops' earliest due rows (``keyed_due_idx``) when there are any."""
+    states = {
+        row.loop: row
+        for row in ScheduleState.objects.values_list(
+            "loop", "last_slot", "last_tick_at", "enabled", "enabled_since", named=True
+        )
+    }
+    keyed = [name for name, loop in registry.loops.items() if loop.keyed is not None and loop.enabled]
+    due = {}
+    if keyed:
+        due = dict(
+            KeyedSchedule.objects.filter(loop__in=keyed).order_by().values_list("loop").annotate(d=Min("next_due"))
+        )
+    return {
+        name for name, loop in registry.loops.items()
+        if is_late(loop, states.get(name), now, due.get(name))
+    }

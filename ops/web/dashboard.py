@@ -1,0 +1,88 @@
+"""The loops dashboard: every loop, problems first, paged, with the doctor's anomalies as a
+banner; it refreshes itself through the table fragment (docs/web.md, "The dashboard").
+
+A page costs the same number of queries whatever the number of loops: the doctor's
+document (``ops.doctor.collect_status``, a constant number), the late loops
+(``ops.web.badges.late_loops``), then only the page's loops through ``schedules_overview``
+and the pending count. The ordering is arithmetic on rows already read.
+"""
+
+from django.contrib import admin
+from django.core.paginator import Paginator
+from django.template.response import TemplateResponse
+
+from runtime import clock
+from runtime.models import Proposal, ProposalStatus
+from runtime.registry import RegistryInvalid, store
+from schedules.overview import schedules_overview
+
+from ..doctor import collect_status
+from . import words
+from .badges import doctor_flags, expired_lease_loops, late_loops, loop_badges, rank
+
+#: Loops per page of the dashboard.
+PAGE_SIZE = 50
+#: How often the dashboard's table refreshes itself, in seconds.
+REFRESH_SECONDS = 5
+
+
+def dashboard_context(request) -> dict:
+    """What the dashboard and its fragment render: ``status`` (the doctor's document), ``banner``,
+    ``rows`` (the page's loops, problems first), ``page`` (a Django page of loop names),
+    ``pending`` (every pending proposal) and ``inbox_url``."""
+    now = clock.database_now()
+    status = collect_status(now=now)
+    try:
+        registry = store.current()
+    except RegistryInvalid:
+        registry = None
+    loops = registry.loops if registry else {}
+    flags = doctor_flags(status, expired_lease_loops(status))
+    late = late_loops(registry, now=now) if registry else set()
+    badges = {name: loop_badges(loop, flags, late) for name, loop in loops.items()}
+    ordered = sorted(loops, key=lambda name: (rank(badges[name]), name))
+    page = Paginator(ordered, PAGE_SIZE).get_page(request.GET.get("page"))
+    views = {view.loop.name: view for view in schedules_overview(registry, now=now, names=list(page))} if page else {}
+    rows = [_row(views[name], badges[name]) for name in page]
+    return {
+        "now": now,
+        "status": status,
+        "banner": words.banner(status),
+        "rows": rows,
+        "page": page,
+        "loop_count": len(ordered),
+        "pending": Proposal.objects.filter(status=ProposalStatus.PENDING).count(),
+        "inbox_url": words.inbox_url(),
+        "refresh_seconds": REFRESH_SECONDS,
+    }
+
+
+def _row(view, badges: list[str]) -> dict:
+    loop = view.loop
+    return {
+        "name": loop.name,
+        "cadence": words.cadence(loop),
+        "approval": loop.approval,
+        "enabled": loop.enabled,
+        "source": loop.source,
+        "overrides": ", ".join(loop.overrides),
+        "last_slot": view.last_slot_fired,
+        "last_tick_at": view.last_tick_at,
+        "next_slot": view.next_slot_due,
+        "outcome": words.outcome(view.last_outcome.as_json() if view.last_outcome else None),
+        "pending": view.pending_proposals,
+        "pending_url": words.inbox_url(loop.name),
+        "badges": badges,
+        "problem": rank(badges) < 2,
+    }
+
+
+def dashboard(request):
+    """``GET /dashboard/``: the whole page (staff only, through the admin's login)."""
+    context = {**admin.site.each_context(request), "is_nav_sidebar_enabled": False, "title": "Loops", **dashboard_context(request)}
+    return TemplateResponse(request, "ops/dashboard.html", context)
+
+
+def dashboard_table(request):
+    """``GET /dashboard/table/``: the banner and the table alone, which the page polls."""
+    return TemplateResponse(request, "ops/_dashboard_table.html", dashboard_context(request))

@@ -1,0 +1,101 @@
+"""A loop's page: what it is, its status, its recent ticks as a timeline and the earning
+report over a chosen window (docs/web.md, "A loop's page"; ``ops.earning``).
+
+``?since=7d`` (a span in the cadence grammar, or a past RFC 3339 instant) sets the report's
+window, default ``ops.earning.DEFAULT_WINDOW``; a bad one is said on the page. ``?before=ID``
+pages the timeline. An unknown loop is a 404 page.
+"""
+
+from django.conf import settings
+from django.contrib import admin
+from django.template.response import TemplateResponse
+
+from runtime import clock
+from runtime.registry import RegistryInvalid, store
+from schedules.models import ScheduleState
+from schedules.overview import schedules_overview
+from schedules.repair import future_last_slots
+
+from ..doctor_checks import find_expired_leases, find_interrupted_runs, find_starved_queue, find_stuck_loops
+from ..earning import DEFAULT_WINDOW, WindowError, earning_report, window_start
+from . import words
+from .badges import doctor_flags, expired_lease_loops, is_late, loop_badges
+from .timeline import parse_before, timeline
+
+#: The longest ``?since=`` echoed back: a window is a few characters; longer text is refused.
+SINCE_MAX_LENGTH = 64
+#: The windows the page offers as links.
+WINDOWS = ("1d", "7d", "30d", "90d")
+
+
+def loop_findings(view, *, now, registry) -> dict:
+    """The doctor's findings that concern this loop, as ``/status`` lists (``doctor_flags`` reads them):
+    its own stopped and pile-up judgement from its view, the run and loop checks of
+    ``ops.doctor_checks`` (a few queries, none over every loop's rows)."""
+    loop = view.loop
+    stopped = [{"loop": loop.name}] if view.stopped else []
+    piling = loop.approval == "watched" and view.pending_proposals > settings.FACTORY_PILEUP_THRESHOLD
+    return {
+        "stoppedSchedules": stopped,
+        "proposalPileUps": [{"loop": loop.name}] if piling else [],
+        "stuckLoops": find_stuck_loops(),
+        "starvedQueue": find_starved_queue(registry, now=now),
+        "interruptedRuns": find_interrupted_runs(),
+        "expiredLeases": find_expired_leases(now=now),
+        "futureLastSlot": future_last_slots(now=now),
+    }
+
+
+def report_context(registry, name: str, since: str, *, now) -> dict:
+    """``{since, report, window_error}``: the earning report over ``since``, or why the window is refused."""
+    if len(since) > SINCE_MAX_LENGTH:
+        return {"since": since[:SINCE_MAX_LENGTH], "report": None,
+                "window_error": f"a window is at most {SINCE_MAX_LENGTH} characters (7d, 90m, or an RFC 3339 instant)"}
+    try:
+        start = window_start(since, now=now)
+    except WindowError as exc:
+        return {"since": since, "report": None, "window_error": str(exc)}
+    report = earning_report(registry, name, since=start, now=now, registry_dir=settings.FACTORY_REGISTRY_DIR)
+    return {"since": since, "report": report, "window_error": ""}
+
+
+def loop_page(request, name: str):
+    """``GET /loops/<name>/`` (staff only, through the admin's login)."""
+    base = {**admin.site.each_context(request), "is_nav_sidebar_enabled": False}
+    try:
+        registry = store.current()
+    except RegistryInvalid as exc:
+        return TemplateResponse(request, "ops/loop_missing.html", {
+            **base, "title": "No registry", "name": name, "detail": f"no registry is in force: {exc}",
+        }, status=503)
+    loop = registry.loops.get(name)
+    if loop is None:
+        return TemplateResponse(request, "ops/loop_missing.html", {
+            **base, "title": f"No loop {name}", "name": name,
+            "detail": "no loop of that name is declared in the registry, the overlay or config/repos.yaml",
+        }, status=404)
+    now = clock.database_now()
+    view = schedules_overview(registry, now=now, names=[name])[0]
+    findings = loop_findings(view, now=now, registry=registry)
+    state = ScheduleState.objects.filter(loop=name).first()
+    keys_due = view.keyed.next_due if view.keyed else None
+    late = {name} if is_late(loop, state, now, keys_due) else set()
+    badges = loop_badges(loop, doctor_flags(findings, expired_lease_loops(findings)), late)
+    ticks, older = timeline(name, before=parse_before(request.GET.get("before")))
+    since = request.GET.get("since") or DEFAULT_WINDOW
+    return TemplateResponse(request, "ops/loop.html", {
+        **base,
+        "title": f"Loop {name}",
+        "now": now,
+        "loop": loop,
+        "view": view,
+        "badges": badges,
+        "cadence": words.cadence(loop),
+        "outcome": words.outcome(view.last_outcome.as_json() if view.last_outcome else None),
+        "pending_url": words.inbox_url(name),
+        "ticks": ticks,
+        "older": older,
+        "first_page": request.GET.get("before") is None,
+        "windows": WINDOWS,
+        **report_context(registry, name, since, now=now),
+    })

@@ -1,0 +1,105 @@
+"""What the operator's pages say about a loop and the doctor's findings, in words (docs/web.md). Pure."""
+
+from django.urls import reverse
+from django.utils.http import urlencode
+
+from runtime.registry import Loop
+
+#: The most items an anomaly of the banner names; the rest are counted ("and 12 more").
+BANNER_ITEMS = 10
+#: The inbox filtered to pending proposals (the admin's Proposals list).
+PENDING_FILTER = {"status__exact": "pending"}
+
+
+def cadence(loop: Loop) -> str:
+    """``every 5m``, ``09:00 Europe/Budapest``, ``09:00 Europe/Budapest on mon, fri`` or ``keyed``."""
+    if loop.keyed is not None:
+        return "keyed (each key its own slots)"
+    if loop.every:
+        return f"every {loop.every}"
+    days = f" on {', '.join(loop.days)}" if loop.days else ""
+    return f"{loop.at} {loop.timezone}{days}"
+
+
+def outcome(value: dict | None) -> str:
+    """A ``lastOutcome`` (``{stage, value, reason}``) as ``run SUCCEEDED`` or ``planning NOOP (previous_run_in_flight)``."""
+    if value is None:
+        return "—"
+    text = f"{value['stage']} {value['value'] or 'not planned yet'}"
+    return f"{text} ({value['reason']})" if value["reason"] else text
+
+
+def tally(counts: dict) -> str:
+    """``{"approved": 3, "rejected": 1}`` as ``approved 3, rejected 1``; ``none`` when empty."""
+    return ", ".join(f"{key} {n}" for key, n in sorted(counts.items(), key=lambda item: str(item[0]))) or "none"
+
+
+def inbox_url(loop: str | None = None) -> str:
+    """The admin's Proposals list filtered to pending ones (of ``loop`` when given)."""
+    query = {**PENDING_FILTER, **({"loop": loop} if loop else {})}
+    return reverse("admin:runtime_proposal_changelist") + "?" + urlencode(query)
+
+
+def _loop_item(name: str, extra: str = "") -> dict:
+    return {"text": f"{name}{extra}", "url": reverse("web:loop", args=[name])}
+
+
+def _run_item(pk: int, extra: str) -> dict:
+    return {"text": f"run {pk}{extra}", "url": reverse("admin:runtime_run_change", args=[pk])}
+
+
+def _items(key: str, status: dict) -> list[dict]:
+    """The links an anomaly's banner line names, from its ``/status`` list."""
+    found = status.get(key) or []
+    if key == "stoppedSchedules":
+        return [_loop_item(i["loop"], f" (no tick since {i['lastTickAt'] or 'ever'}, expected by {i['expectedBy']})")
+                for i in found]
+    if key == "proposalPileUps":
+        return [_loop_item(i["loop"], f" ({i['pending']} pending)") for i in found]
+    if key in ("starvedQueue",):
+        return [_loop_item(i["loop"], f" ({i['queued']} queued, the oldest for {i['waitedSeconds']} s)") for i in found]
+    if key == "stuckLoops":
+        return [_loop_item(i["loop"], f" (last {len(i['eventIds'])} ticks NOOP previous_run_in_flight)") for i in found]
+    if key == "futureLastSlot":
+        return [_loop_item(i["loop"], f" (last slot {i['lastSlot']}{', key ' + i['key'] if i.get('key') else ''})")
+                for i in found]
+    if key == "expiredLeases":
+        return [_run_item(i["id"], f" {i['definition']} (lease expired {i['leaseExpiredAt']}, worker {i['worker']})")
+                for i in found]
+    if key == "interruptedRuns":
+        return [_run_item(i["id"], f" {i['definition']} ({i['reason']}): retry or close it") for i in found]
+    if key == "clockSkew":
+        return [{"text": f"{i['role']} {i['host']}:{i['pid']} ({i['clockOffsetSeconds']} s)", "url": ""} for i in found]
+    if key == "registryInvalid":
+        return [{"text": f"{e['file']}: {e['entry']}: {e['rule']}: {e['detail']}", "url": ""} for e in found]
+    return []
+
+
+#: One sentence per anomaly (docs/schedules.md, "The doctor").
+SENTENCES = {
+    "slotLoopStale": "The slot loop is not turning: no loop ticks.",
+    "stoppedSchedules": "Stopped: enabled loops with no tick for more than two intervals.",
+    "proposalPileUps": "Piling up: watched loops with more pending proposals than the threshold.",
+    "registryInvalid": "The registry or overlay on disk does not validate; the last good one is in force.",
+    "expiredLeases": "Runs whose lease expired: their worker died, hung or lost the database.",
+    "interruptedRuns": "Interrupted runs wait for an operator to retry or close them.",
+    "starvedQueue": "Starved: queued runs waited longer than one period of their loop; is a worker running?",
+    "stuckLoops": "Stuck: the last 3 ticks all found the previous run still in flight.",
+    "futureLastSlot": "A last fired slot lies in the future: the clock went back.",
+    "clockSkew": "A process's clock is more than 5 s from the database's.",
+}
+
+
+def banner(status: dict) -> list[dict]:
+    """The doctor's anomalies as ``[{name, sentence, items: [{text, url}], more}]``, in ``anomalies`` order."""
+    lines = []
+    for name in status["anomalies"]:
+        items = _items(name, status)
+        sentence = SENTENCES.get(name, name)
+        if name == "slotLoopStale":
+            loop = status.get("loop") or {}
+            last = loop.get("lastIterationAt")
+            sentence += f" Its last iteration: {last} ({loop.get('ageSeconds')} s ago)." if last else " It never ran."
+        lines.append({"name": name, "sentence": sentence, "items": items[:BANNER_ITEMS],
+                      "more": max(0, len(items) - BANNER_ITEMS)})
+    return lines

@@ -1,0 +1,206 @@
+"""The operator's pages (docs/web.md): ``/`` sends people to the dashboard or the login, the
+dashboard lists every loop problems first with the doctor's banner, a loop's page has its
+timeline and its earning report, the admin index leads to both."""
+
+import json
+import re
+
+import pytest
+import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from runtime.models import Door, Event, PlanningOutcome, Proposal
+from runtime.registry import store
+from runtime.services.approval import approve_proposal, reject_proposal
+from schedules.models import ScheduleState, SlotLoopStatus
+from tests.conftest import KERNEL_DIR, at
+from tests.helpers import finish_active_runs, many_loops, tick
+
+pytestmark = pytest.mark.django_db
+
+WATCHED_REAPER = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n"
+NOW = "2026-11-30T23:30:00Z"
+
+
+@pytest.fixture
+def pinned(host_clock_as_database_clock):
+    """The views' one clock at ``NOW``, the slot loop seen turning a second before."""
+    SlotLoopStatus.objects.create(name="slot-loop", last_iteration_at=at(NOW), pid=1, host="test")
+    with time_machine.travel(at(NOW), tick=False):
+        yield
+
+
+@pytest.fixture
+def reaper_history(registry_files, approver):
+    """The reaper watched: ticks at 21:00 (rejected), 22:00 (approved, ran 65 s) and 23:00:09 (9 s late, pending)."""
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    tick("2026-11-30T21:00:01Z")
+    tick("2026-11-30T22:00:02Z")
+    first, second = Proposal.objects.order_by("id")
+    reject_proposal(first.pk, user=approver, now=at("2026-11-30T21:30:00Z"), note="not today")
+    run = approve_proposal(second.pk, user=approver, now=at("2026-11-30T22:10:00Z"))
+    finish_active_runs("REAPED")
+    run.__class__.objects.filter(pk=run.pk).update(
+        started_at=at("2026-11-30T22:10:05Z"), finished_at=at("2026-11-30T22:11:10Z")
+    )
+    tick("2026-11-30T23:00:09Z")
+    return registry_files
+
+
+def test_home_sends_staff_to_the_dashboard_and_anyone_else_to_the_login(client, viewer, outsider):
+    login = reverse("admin:login") + "?next=/dashboard/"
+    assert (client.get("/").status_code, client.get("/")["Location"]) == (302, login)
+    client.force_login(outsider)
+    assert client.get("/")["Location"] == login
+    client.force_login(viewer)
+    assert client.get("/")["Location"] == "/dashboard/"
+
+
+@pytest.mark.parametrize("path", ["/dashboard/", "/dashboard/table/", "/loops/reaper/"])
+def test_the_pages_need_a_staff_login(client, outsider, path):
+    assert client.get(path)["Location"] == reverse("admin:login") + "?next=" + path
+    client.force_login(outsider)
+    assert client.get(path).status_code == 302
+    assert client.post(path).status_code in (302, 405)
+
+
+def test_a_viewer_reads_the_dashboard_stopped_and_disabled_loops_flagged_problems_first(
+    client, viewer, reaper_history, pinned
+):
+    client.force_login(viewer)
+    response = client.get("/dashboard/")
+    assert response.status_code == 200
+    rows = [(row["name"], row["badges"]) for row in response.context["rows"]]
+    # The reaper ticked at 23:00:09, nine seconds after its slot: late; every other loop is disabled.
+    assert rows[0] == ("reaper", ["late"])
+    assert {badges[0] for _, badges in rows[1:]} == {"disabled"}
+    body = response.content.decode()
+    assert "1 pending proposal" in body
+    assert reverse("admin:runtime_proposal_changelist") + "?status__exact=pending" in body
+    assert 'hx-get="/dashboard/table/"' in body and "htmx-2.0.11.min.js" in body
+
+
+def test_a_stopped_loop_is_bannered_and_listed_first(client, viewer, reaper_history, host_clock_as_database_clock):
+    SlotLoopStatus.objects.create(name="slot-loop", last_iteration_at=at("2026-12-01T02:00:00Z"), pid=1, host="t")
+    client.force_login(viewer)
+    with time_machine.travel(at("2026-12-01T02:00:01Z"), tick=False):
+        response = client.get("/dashboard/table/")
+    assert response.context["rows"][0]["name"] == "reaper"
+    assert response.context["rows"][0]["badges"] == ["stopped"]
+    assert [line["name"] for line in response.context["banner"]] == ["stoppedSchedules"]
+    body = response.content.decode()
+    assert "<html" not in body and 'id="anomalies"' in body
+    assert "reaper (no tick since 2026-11-30T23:00:09Z, expected by 2026-12-01T01:00:09Z)" in body
+
+
+def test_the_dashboard_pages_its_loops(client, viewer, registry_files, pinned):
+    many_loops(registry_files, 120)
+    client.force_login(viewer)
+    first = client.get("/dashboard/").context
+    third = client.get("/dashboard/?page=3").context
+    assert (len(first["rows"]), len(third["rows"]), first["loop_count"]) == (50, 20, 120)
+    assert third["rows"][-1]["name"] == "loop-0119"
+    assert client.get("/dashboard/?page=oops").context["page"].number == 1
+
+
+def _seed_loops(registry_files, count: int) -> None:
+    """``count`` reaper copies (``loop-00000``…), each with one tick at 21:00 (stopped by 23:30), planned PROPOSED with a
+    pending proposal, and its schedule state: rows written in bulk, as the slot loop would leave them."""
+    reaper = {**json.loads((KERNEL_DIR / "schedules.json").read_text())["reaper"], "enabled": True}
+    names = [f"loop-{i:05d}" for i in range(count)]
+    registry_files.write("schedules.json", {name: reaper for name in names})
+    slot = at("2026-11-30T21:00:00Z")
+    digest = store.current().digest
+    new = names[ScheduleState.objects.count():]  # a second call extends the first one's loops
+    events = Event.objects.bulk_create([
+        Event(uid=f"clock:{name}:2026-11-30T21:00:00Z", type="clock.tick.reaper", source="schedule", subject=name,
+              occurred_at=slot, correlation_id=f"clock:{name}:2026-11-30T21:00:00Z", door=Door.SCHEDULE,
+              admitted_at=slot, payload={"loop": name, "skippedSlots": 0}, loop=name, slot=slot, planned_at=slot,
+              planning_outcome=PlanningOutcome.PROPOSED)
+        for name in new
+    ])
+    Proposal.objects.bulk_create([
+        Proposal(event=event, idempotency_key=event.uid, loop=event.loop, singleton_key=event.loop,
+                 definition="reaper@1", plan={}, registry_digest=digest, created_at=slot)
+        for event in Event.objects.filter(uid__in=[e.uid for e in events])
+    ])
+    ScheduleState.objects.bulk_create([
+        ScheduleState(loop=name, last_slot=slot, last_event_id=f"clock:{name}:2026-11-30T21:00:00Z",
+                      last_tick_at=slot, enabled=True, enabled_since=slot)
+        for name in new
+    ])
+
+
+def _dashboard_queries(client, registry_files, count: int) -> int:
+    _seed_loops(registry_files, count)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/dashboard/")
+    assert response.status_code == 200
+    assert (len(response.context["rows"]), response.context["rows"][0]["badges"]) == (50, ["stopped"])
+    return len(queries)
+
+
+def test_the_dashboard_costs_the_same_queries_for_100_and_10000_loops(client, viewer, registry_files, pinned):
+    client.force_login(viewer)
+    small = _dashboard_queries(client, registry_files, 100)
+    large = _dashboard_queries(client, registry_files, 10_000)  # the same 100 loops and 9,900 more
+    assert (small, Proposal.objects.count()) == (large, 10_000)
+
+
+def test_the_admin_index_leads_to_the_dashboard_and_lists_the_runtime_first(admin_client, reaper_history):
+    body = admin_client.get(reverse("admin:index")).content.decode()
+    assert 'href="/dashboard/"' in body and "1 pending proposal" in body
+    apps = re.findall(r'<caption>\s*<a href="/admin/(\w+)/"', body)
+    assert apps[0] == "runtime" and apps.index("runtime") < apps.index("auth")
+
+
+def test_a_loop_page_has_its_timeline_and_earning_report(client, viewer, reaper_history, pinned):
+    client.force_login(viewer)
+    response = client.get("/loops/reaper/")
+    assert response.status_code == 200
+    ticks = response.context["ticks"]
+    assert [t["event"]["uid"] for t in ticks] == [
+        "clock:reaper:2026-11-30T23:00:00Z", "clock:reaper:2026-11-30T22:00:00Z", "clock:reaper:2026-11-30T21:00:00Z",
+    ]
+    assert [t["event"]["lateSeconds"] for t in ticks] == [9, None, None]
+    assert [(t["proposal"].status, t["proposal"].decided_by and t["proposal"].decided_by.username) for t in ticks] == [
+        ("pending", None), ("approved", "alice"), ("rejected", "alice"),
+    ]
+    assert (ticks[1]["run"].outcome, ticks[2]["run"]) == ("REAPED", None)
+    report = response.context["report"]
+    assert (report["slots"], report["proposals"], report["autoAllowed"]) == (
+        3, {"approved": 1, "pending": 1, "rejected": 1}, True,
+    )
+    body = response.content.decode()
+    assert "took 1 m 05 s" in body and "note: not today" in body
+    assert '<pre class="ops-diff" id="flip-diff">--- a/registry/schedules.json' in body
+    assert '-    &quot;approval&quot;: &quot;watched&quot;,' in body
+
+
+def test_a_bad_window_is_said_on_the_page(client, viewer, reaper_history, pinned):
+    client.force_login(viewer)
+    response = client.get("/loops/reaper/?since=soon")
+    assert response.status_code == 200
+    assert response.context["report"] is None
+    assert "The window cannot be read: --since &#x27;soon&#x27; is neither a span" in response.content.decode()
+    assert client.get("/loops/reaper/?since=" + "9" * 100).context["window_error"].startswith("a window is at most 64")
+    future = client.get("/loops/reaper/?since=2027-01-01T00:00:00Z").context["window_error"]
+    assert future == "--since '2027-01-01T00:00:00Z' is in the future"
+
+
+def test_a_loop_timeline_pages_by_event_id(client, viewer, reaper_history, pinned, monkeypatch):
+    monkeypatch.setattr("ops.web.timeline.TICKS_PER_PAGE", 2)
+    client.force_login(viewer)
+    first = client.get("/loops/reaper/").context
+    assert [t["event"]["slot"].hour for t in first["ticks"]] == [23, 22]
+    older = client.get(f"/loops/reaper/?before={first['older']}").context
+    assert ([t["event"]["slot"].hour for t in older["ticks"]], older["older"]) == ([21], None)
+
+
+def test_an_unknown_loop_is_a_404_page(client, viewer):
+    client.force_login(viewer)
+    response = client.get("/loops/nope/")
+    assert response.status_code == 404
+    assert "No loop <code>nope</code>" in response.content.decode()
