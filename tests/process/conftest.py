@@ -1,13 +1,16 @@
 """The real-process tests' runtimes: ``runtime`` (its own directories and database, its processes
-killed after the test) and ``server`` (a migrated SQLite runtime served by ``runserve``), with the
-helpers the tests that use ``server`` share."""
+killed after the test) and ``server`` (a migrated SQLite runtime served by ``runserve``, through
+``serving``), with the helpers the tests that use ``server`` share; and ``browser``, the headless
+Chromium of the browser tests."""
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -31,36 +34,41 @@ def runtime(tmp_path):
     process_runtime.close()
 
 
-@pytest.fixture
-def server(tmp_path):
-    """A migrated SQLite runtime served by ``runserve`` on a free port; yields the base URL."""
-    registry_dir, config_dir = tmp_path / "registry", tmp_path / "config"
+@contextlib.contextmanager
+def serving(root, *, run_workers: int = 0, config: dict[str, str] | None = None, **env):
+    """A migrated SQLite runtime under ``root`` served by ``runserve --no-loop`` on a free port,
+    with ``run_workers`` run workers, the files of ``config`` in its config directory (repos.yaml
+    defaults to ``REPOS_YAML``) and ``env`` added to its environment. Yields ``(base URL, env)``:
+    ``env`` runs ``manage.py`` against the same runtime. Stops it with SIGTERM and checks it exits 0."""
+    registry_dir, config_dir = root / "registry", root / "config"
     shutil.copytree(PROJECT_DIR / "registry", registry_dir)
     config_dir.mkdir()
-    (config_dir / "repos.yaml").write_text(REPOS_YAML)
+    for name, text in {"repos.yaml": REPOS_YAML, **(config or {})}.items():
+        (config_dir / name).write_text(text)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("FACTORY_", "DJANGO_", "DATABASE_"))},
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'factory.sqlite3'}",
+        "DATABASE_URL": f"sqlite:///{root / 'factory.sqlite3'}",
         "DJANGO_SECRET_KEY": "intake-process-test-" + uuid.uuid4().hex,
         "FACTORY_REGISTRY_DIR": str(registry_dir),
         "FACTORY_CONFIG_DIR": str(config_dir),
-        "FACTORY_RUNS_DIR": str(tmp_path / "runs"),
+        "FACTORY_RUNS_DIR": str(root / "runs"),
         "FACTORY_EVENTS_SECRET": EVENTS_SECRET,
         "FACTORY_GITHUB_WEBHOOK_SECRET": GITHUB_SECRET,
         "FACTORY_OPERATOR_PASSWORD": "operator-pass-123",
         "FACTORY_LOG_LEVEL": "WARNING",
+        **env,
     }
     subprocess.run([sys.executable, MANAGE, "migrate", "--no-input", "-v", "0"], env=env, cwd=PROJECT_DIR,
                    check=True, capture_output=True, timeout=120)
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, MANAGE, "runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", "1",
-         "--run-workers", "0", "--no-loop"],
+         "--run-workers", str(run_workers), "--no-loop"],
         env=env, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
         wait_until_listening(port, process)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", env
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -71,3 +79,40 @@ def server(tmp_path):
             output, _ = process.communicate()
             pytest.fail(f"runserve did not stop within {STOP_TIMEOUT_SECONDS}s after SIGTERM:\n{output}")
     assert process.returncode == 0, output
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A migrated SQLite runtime served by ``runserve`` on a free port; yields the base URL."""
+    with serving(tmp_path) as (url, _):
+        yield url
+
+
+#: Debian's Chromium, which the browser tests drive (bin/setup --dev installs it); never a downloaded browser.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu", "--disable-component-update"]
+#: Where the browser tests write a screenshot of each page they visit (ignored by git, under var/).
+ARTIFACTS_DIR = PROJECT_DIR / "var" / "test-artifacts" / "browser"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for a test module. Skips when Chromium or Playwright is missing,
+    except under ``CI=true``, where a missing browser fails the run: CI must run these tests."""
+    missing = ""
+    if not CHROMIUM.exists():
+        missing = f"{CHROMIUM} is missing (bin/setup --dev installs Debian's chromium as root or with sudo)"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing = missing or "playwright is not installed (bin/setup --dev installs requirements-dev.txt)"
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the browser tests need Chromium and Playwright under CI: {missing}")
+        pytest.skip(f"browser tests skipped: {missing}")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -1,0 +1,190 @@
+"""The operator's walk in a real browser (docs/web.md): Debian's headless Chromium, driven by
+Playwright, against a live ``runserve`` with one run worker on loopback.
+
+Sign in from ``/``; the dashboard flags the stopped reaper and refreshes itself to show a new
+proposal; the reaper's page has its earning report; a pending proposal is approved from its
+page through the confirmation with a note; its run succeeds, with times to the second and the
+journal naming the operator. A staff user without the permission sees no decision and a forged
+POST is refused. Each page's screenshot is written under ``ARTIFACTS_DIR``.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PROJECT_DIR
+from tests.processes import MANAGE, wait_for
+
+from .conftest import ARTIFACTS_DIR, serving
+
+pytestmark = pytest.mark.process
+
+#: The reaper every two seconds and nothing else: with no slot loop turning (``--no-loop``) it is
+#: stopped four seconds after a tick, and each ``schedule tick`` the test runs proposes once more.
+OVERLAY = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n    every: 2s\n"
+OPERATOR = ("operator", "operator-pass-123")
+VIEWER = ("victor", "victor-pass-123")
+#: Every wait of a page or a locator, in milliseconds.
+WAIT_MS = 15_000
+WIDTH = 1400
+SECONDS_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory):
+    """The runtime the module walks: the reaper overlay, a copy of the example factory root, one
+    run worker, a staff user ``victor`` without the approve permission, one reaper tick proposed."""
+    root = tmp_path_factory.mktemp("browser")
+    shutil.copytree(PROJECT_DIR / "examples" / "factory", root / "factory")
+    with serving(root, run_workers=1, config={"schedule.yaml": OVERLAY}, FACTORY_ROOT=str(root / "factory")) as (
+        url, env
+    ):
+        def manage(*args):
+            return subprocess.run([sys.executable, MANAGE, *args], env=env, cwd=PROJECT_DIR, check=True,
+                                  capture_output=True, text=True, timeout=60).stdout
+
+        manage("shell", "-c", "from django.contrib.auth.models import User; "
+               f"User.objects.create_user({VIEWER[0]!r}, password={VIEWER[1]!r}, is_staff=True)")
+        manage("schedule", "tick")
+        yield url, manage
+
+
+def doctor(manage) -> dict:
+    """The doctor's document (it exits 1 while anomalies stand, which is what the walk awaits)."""
+    try:
+        return json.loads(manage("doctor"))
+    except subprocess.CalledProcessError as exc:
+        return json.loads(exc.stdout)
+
+
+def pending(manage) -> list[dict]:
+    return json.loads(manage("proposals", "--status", "pending", "--json"))
+
+
+def tick_until_proposed(manage, before: int) -> list[dict]:
+    """``schedule tick`` every second until there are more than ``before`` pending proposals (a
+    singleton reaper NOOPs while its run is in flight; a 2 s slot may not have come yet)."""
+    def proposed():
+        manage("schedule", "tick")
+        found = pending(manage)
+        return found if len(found) > before else None
+    return wait_for(proposed, timeout=20, what="a new pending reaper proposal", interval=1)
+
+
+class Shots:
+    """Numbered full-page screenshots of one test under ``ARTIFACTS_DIR``."""
+
+    def __init__(self, name: str):
+        self.name, self.count = name, 0
+        ARTIFACTS_DIR.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, page, what: str) -> None:
+        self.count += 1
+        page.screenshot(path=str(ARTIFACTS_DIR / f"{self.name}-{self.count:02d}-{what}.png"), full_page=True)
+
+
+def signed_in(browser, base: str, who: tuple[str, str]):
+    """A new page of a 1400 px wide context, signed in from ``/`` as ``who``, on the dashboard."""
+    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    page.goto(base + "/")
+    assert page.url == base + "/admin/login/?next=/dashboard/"
+    page.fill("#id_username", who[0])
+    page.fill("#id_password", who[1])
+    page.click("input[type=submit]")
+    page.wait_for_url(base + "/dashboard/")
+    return page
+
+
+def fits(page) -> bool:
+    """Nothing on the page is wider than the window."""
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_an_operator_signs_in_reads_the_loops_and_approves_where_they_read(browser, walk):
+    base, manage = walk
+    shot = Shots("operator")
+    wait_for(lambda: "reaper" in [s["loop"] for s in doctor(manage)["stoppedSchedules"]],
+             timeout=20, what="the reaper to be stopped")
+    page = signed_in(browser, base, OPERATOR)
+    reaper = page.locator("tr[data-loop=reaper]")
+    assert reaper.locator(".badge").all_inner_texts() == ["stopped"]
+    assert page.locator("#loops tbody tr").first.get_attribute("data-loop") == "reaper"
+    assert "stoppedSchedules" in page.inner_text("#anomalies") and "slotLoopStale" in page.inner_text("#anomalies")
+    assert page.inner_text("#pending-count") == "1 pending proposal"
+    assert fits(page)
+    shot(page, "dashboard-stopped")
+
+    page.evaluate("window.notReloaded = true")
+    tick_until_proposed(manage, 1)
+    page.locator("#pending-count", has_text="2 pending proposals").wait_for()
+    assert page.evaluate("window.notReloaded") is True
+    shot(page, "dashboard-refreshed")
+
+    page.click("tr[data-loop=reaper] a")
+    page.wait_for_url(base + "/loops/reaper/")
+    assert page.inner_text("#verdict").startswith("auto allowed: flip it in registry/schedules.json")
+    diff = page.inner_text("#flip-diff")
+    assert '+    "approval": "auto",' in diff and '-    "approval": "watched",' in diff
+    assert page.locator("#ticks tbody tr").count() == 2
+    assert fits(page)
+    shot(page, "loop-reaper")
+    page.fill("#id_since", "soon")
+    page.click("#earning ~ form input[type=submit]")
+    assert "neither a span" in page.inner_text("#window-error")
+    shot(page, "loop-reaper-bad-window")
+
+    page.goto(base + "/dashboard/")
+    page.click("#pending-count")
+    newest = max(p["id"] for p in pending(manage))
+    page.click(f"a[href='/admin/runtime/proposal/{newest}/change/?_changelist_filters=status__exact%3Dpending']")
+    shot(page, "proposal-pending")
+    page.click("a.decide-approve")
+    confirmation = page.inner_text("#content")
+    assert "reaper.py" in confirmation and "pending proposal(s)" in confirmation and "supersedes" in confirmation
+    page.fill("#id_note", "claims checked by hand")
+    shot(page, "proposal-confirm")
+    page.click("input[value='Yes, approve and run']")
+    page.wait_for_url(f"{base}/admin/runtime/proposal/{newest}/change/")
+    assert "1 proposal(s) approved." in page.inner_text(".messagelist")
+    shot(page, "proposal-approved")
+
+    run_id = json.loads(manage("runs", "--json"))[0]["id"]
+    wait_for(lambda: json.loads(manage("runs", "--json"))[0]["status"] == "succeeded", timeout=30,
+             what=f"run {run_id} to succeed")
+    page.goto(f"{base}/admin/runtime/run/{run_id}/change/")
+    body = page.inner_text("#content")
+    assert "succeeded" in body and "NOTHING_TO_REAP" in body
+    assert len(SECONDS_INSTANT.findall(page.inner_text("fieldset:has-text('Times (UTC)')"))) >= 4
+    journal = page.inner_text("table.journal")
+    assert re.search(r"run_queued\s+operator operator", journal)
+    assert fits(page)
+    shot(page, "run-succeeded")
+    proposal_journal = page.goto(f"{base}/admin/runtime/proposal/{newest}/change/")
+    assert proposal_journal.status == 200
+    assert re.search(r"proposal_approved\s+operator operator.*claims checked by hand", page.inner_text("table.journal"))
+    page.context.close()
+
+
+def test_a_viewer_sees_no_decision_and_a_forged_approval_is_refused(browser, walk):
+    base, manage = walk
+    shot = Shots("viewer")
+    proposal = (pending(manage) or tick_until_proposed(manage, 0))[0]["id"]
+    page = signed_in(browser, base, VIEWER)
+    shot(page, "dashboard")
+    page.goto(f"{base}/admin/runtime/proposal/{proposal}/change/")
+    assert page.locator("a.decide-approve").count() == 0 and page.locator("a.decide-reject").count() == 0
+    shot(page, "proposal-no-decision")
+    decide = f"{base}/admin/runtime/proposal/{proposal}/decide/approve/"
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    forged = page.request.post(decide, form={"confirm": "yes", "csrfmiddlewaretoken": token},
+                               headers={"Referer": page.url})
+    assert forged.status == 403 and "CSRF" not in forged.text()
+    assert page.request.get(decide).status == 403
+    assert [p["status"] for p in json.loads(manage("proposals", "--json")) if p["id"] == proposal] == ["pending"]
+    page.context.close()
