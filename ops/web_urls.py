@@ -1,11 +1,17 @@
 """Routes of the operator's pages (docs/web.md): ``/``, the dashboard and its table, a loop's page.
 
 The pages are the admin's: ``admin.site.admin_view`` sends anyone without a staff session
-to the admin's login (with ``next``) and keeps them out of caches.
+to the admin's login (with ``next``) and keeps them out of caches. The table the dashboard
+polls answers 403 instead: a poll after the session ended must not swap the login page into
+the dashboard (htmx swaps no error answer).
 """
 
+from functools import wraps
+
 from django.contrib import admin
+from django.http import HttpResponseForbidden
 from django.urls import path
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from .web.dashboard import dashboard, dashboard_table
@@ -19,9 +25,18 @@ def staff_page(view):
     return admin.site.admin_view(require_GET(view))
 
 
+def staff_fragment(view):
+    @wraps(view)
+    def fragment(request, *args, **kwargs):
+        if not admin.site.has_permission(request):
+            return HttpResponseForbidden("sign in again at /admin/login/: the session has ended", content_type="text/plain")
+        return view(request, *args, **kwargs)
+    return never_cache(require_GET(fragment))
+
+
 urlpatterns = [
     path("", require_GET(home), name="home"),
     path("dashboard/", staff_page(dashboard), name="dashboard"),
-    path("dashboard/table/", staff_page(dashboard_table), name="dashboard-table"),
+    path("dashboard/table/", staff_fragment(dashboard_table), name="dashboard-table"),
     path("loops/<str:name>/", staff_page(loop_page), name="loop"),
 ]

@@ -13,7 +13,7 @@ from django.template.response import TemplateResponse
 from runtime import clock
 from runtime.registry import RegistryInvalid, store
 from schedules.models import ScheduleState
-from schedules.overview import schedules_overview
+from schedules.overview import due_keys, schedules_overview
 from schedules.repair import future_last_slots
 
 from ..doctor_checks import find_expired_leases, find_interrupted_runs, find_starved_queue, find_stuck_loops
@@ -93,6 +93,7 @@ def loop_page(request, name: str):
         "cadence": words.cadence(loop),
         "outcome": words.outcome(view.last_outcome.as_json() if view.last_outcome else None),
         "pending_url": words.inbox_url(name),
+        "due_keys": due_keys(name) if loop.keyed is not None else [],
         "ticks": ticks,
         "older": older,
         "first_page": request.GET.get("before") is None,

@@ -16,7 +16,7 @@ from runtime.registry import store
 from runtime.services.approval import approve_proposal, reject_proposal
 from schedules.models import ScheduleState, SlotLoopStatus
 from tests.conftest import KERNEL_DIR, at
-from tests.helpers import finish_active_runs, many_loops, tick
+from tests.helpers import DIGEST_ON, choose, finish_active_runs, many_loops, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -58,12 +58,20 @@ def test_home_sends_staff_to_the_dashboard_and_anyone_else_to_the_login(client, 
     assert client.get("/")["Location"] == "/dashboard/"
 
 
-@pytest.mark.parametrize("path", ["/dashboard/", "/dashboard/table/", "/loops/reaper/"])
-def test_the_pages_need_a_staff_login(client, outsider, path):
+@pytest.mark.parametrize("path", ["/dashboard/", "/loops/reaper/"])
+def test_the_pages_need_a_staff_login(client, outsider, viewer, path):
     assert client.get(path)["Location"] == reverse("admin:login") + "?next=" + path
     client.force_login(outsider)
     assert client.get(path).status_code == 302
-    assert client.post(path).status_code in (302, 405)
+    client.force_login(viewer)
+    assert client.post(path).status_code == 405
+
+
+def test_the_polled_table_refuses_an_ended_session_rather_than_redirecting(client, outsider):
+    response = client.get("/dashboard/table/")
+    assert (response.status_code, response.content) == (403, b"sign in again at /admin/login/: the session has ended")
+    client.force_login(outsider)
+    assert client.get("/dashboard/table/").status_code == 403
 
 
 def test_a_viewer_reads_the_dashboard_stopped_and_disabled_loops_flagged_problems_first(
@@ -204,3 +212,24 @@ def test_an_unknown_loop_is_a_404_page(client, viewer):
     response = client.get("/loops/nope/")
     assert response.status_code == 404
     assert "No loop <code>nope</code>" in response.content.decode()
+
+
+def test_with_no_registry_in_force_the_dashboard_shows_why(client, viewer, registry_files, pinned):
+    registry_files.update("schedules.json", lambda data: data["reaper"].update(every="soon"))
+    client.force_login(viewer)
+    response = client.get("/dashboard/")
+    assert (response.status_code, response.context["rows"], response.context["loop_count"]) == (200, [], 0)
+    assert [line["name"] for line in response.context["banner"]] == ["registryInvalid"]
+    assert "schedules.json: reaper: unparseable_every" in response.content.decode()
+    missing = client.get("/loops/reaper/")
+    assert missing.status_code == 503 and "no registry is in force" in missing.content.decode()
+
+
+def test_a_keyed_loop_page_lists_its_keys_due_soonest(client, viewer, registry_files, pinned):
+    registry_files.write_config("schedule.yaml", DIGEST_ON)
+    choose("acme", "09:00", "Europe/Budapest", "2026-11-30T20:00:00Z")
+    tick("2026-11-30T20:00:01Z")
+    client.force_login(viewer)
+    response = client.get("/loops/customer-digest/")
+    assert [row["key"] for row in response.context["due_keys"]] == ["acme"]
+    assert "2026-12-01 08:00:00 UTC" in response.content.decode()
