@@ -49,14 +49,14 @@ def _run_item(pk: int, extra: str) -> dict:
 
 
 def _items(key: str, status: dict) -> list[dict]:
-    """The links an anomaly's banner line names, from its ``/status`` list."""
-    found = status.get(key) or []
+    """The links an anomaly's banner line names, from its ``/status`` list: the first ``BANNER_ITEMS``."""
+    found = (status.get(key) or [])[:BANNER_ITEMS]
     if key == "stoppedSchedules":
         return [_loop_item(i["loop"], f" (no tick since {i['lastTickAt'] or 'ever'}, expected by {i['expectedBy']})")
                 for i in found]
     if key == "proposalPileUps":
         return [_loop_item(i["loop"], f" ({i['pending']} pending)") for i in found]
-    if key in ("starvedQueue",):
+    if key == "starvedQueue":
         return [_loop_item(i["loop"], f" ({i['queued']} queued, the oldest for {i['waitedSeconds']} s)") for i in found]
     if key == "stuckLoops":
         return [_loop_item(i["loop"], f" (last {len(i['eventIds'])} ticks NOOP previous_run_in_flight)") for i in found]
@@ -95,11 +95,12 @@ def banner(status: dict) -> list[dict]:
     lines = []
     for name in status["anomalies"]:
         items = _items(name, status)
+        listed = status.get(name)
         sentence = SENTENCES.get(name, name)
         if name == "slotLoopStale":
             loop = status.get("loop") or {}
             last = loop.get("lastIterationAt")
             sentence += f" Its last iteration: {last} ({loop.get('ageSeconds')} s ago)." if last else " It never ran."
-        lines.append({"name": name, "sentence": sentence, "items": items[:BANNER_ITEMS],
-                      "more": max(0, len(items) - BANNER_ITEMS)})
+        more = len(listed) - len(items) if isinstance(listed, list) else 0
+        lines.append({"name": name, "sentence": sentence, "items": items, "more": more})
     return lines

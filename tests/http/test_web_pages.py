@@ -110,6 +110,9 @@ def test_the_dashboard_pages_its_loops(client, viewer, registry_files, pinned):
     third = client.get("/dashboard/?page=3").context
     assert (len(first["rows"]), len(third["rows"]), first["loop_count"]) == (50, 20, 120)
     assert third["rows"][-1]["name"] == "loop-0119"
+    stopped = next(line for line in first["banner"] if line["name"] == "stoppedSchedules")
+    assert (len(stopped["items"]), stopped["more"]) == (10, 110)
+    assert "; and 110 more" in client.get("/dashboard/").content.decode()
     assert client.get("/dashboard/?page=oops").context["page"].number == 1
 
 
