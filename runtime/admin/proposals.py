@@ -11,7 +11,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from runtime import clock
-from runtime.models import Proposal, ProposalStatus
+from runtime.models import Proposal, ProposalStatus, Run
 from runtime.plan_text import describe_plan
 from runtime.services.approval import (
     APPROVE_PERMISSION,
@@ -46,13 +46,13 @@ class ProposalAdmin(ReadOnlyAdmin):
     fieldsets = (
         (None, {"fields": ("status", "definition", "loop", "loop_key", "event_link", "idempotency_key")}),
         ("What will run", {"fields": ("plan_words",)}),
-        ("Decision", {"fields": ("created", "age", "actor", "decided_by", "decided", "note")}),
+        ("Decision", {"fields": ("created", "age", "actor", "decided_by", "decided", "note", "run_link")}),
         ("Journal", {"fields": ("journal",)}),
         ("Plan as JSON", {"fields": ("plan_view", "registry_digest"), "classes": ("collapse",)}),
     )
     readonly_fields = (
         "status", "definition", "loop", "loop_key", "event_link", "idempotency_key", "plan_words", "created", "age",
-        "actor", "decided_by", "decided", "note", "journal", "plan_view", "registry_digest",
+        "actor", "decided_by", "decided", "note", "run_link", "journal", "plan_view", "registry_digest",
     )
     change_form_template = "admin/runtime/proposal/change_form.html"
     journal_lookup = "proposal__id__exact"
@@ -80,6 +80,14 @@ class ProposalAdmin(ReadOnlyAdmin):
     def event_link(self, proposal):
         url = reverse("admin:runtime_event_change", args=[proposal.event_id])
         return format_html("<a href='{}'>{}</a>", url, proposal.event.uid)
+
+    @admin.display(description="run")
+    def run_link(self, proposal):
+        run = Run.objects.filter(proposal=proposal).values_list("pk", "status").first()
+        if run is None:
+            return "(none: not approved)" if proposal.status != ProposalStatus.APPROVED else "(none)"
+        url = reverse("admin:runtime_run_change", args=[run[0]])
+        return format_html("<a href='{}' id='run-link'>run {}</a> ({})", url, run[0], run[1])
 
     @admin.display(description="created (UTC)", ordering="created_at")
     def created(self, proposal):

@@ -145,3 +145,13 @@ def test_a_run_page_reads_to_the_second_with_attempts_output_pages_and_links(cli
     assert reverse("admin:runtime_proposal_change", args=[finished_run.proposal_id]) in body
     assert "THE-TAIL" in client.get(page + "?output_page=2").content.decode()
     assert client.get(page + "?output_page=nope").status_code == 200
+
+
+def test_a_proposal_page_links_its_run_and_every_page_calls_its_history_the_journal(client, approver, finished_run):
+    client.force_login(approver)
+    proposal = client.get(reverse("admin:runtime_proposal_change", args=[finished_run.proposal_id])).content.decode()
+    run_url = reverse("admin:runtime_run_change", args=[finished_run.pk])
+    assert f"<a href='{run_url}' id='run-link'>run {finished_run.pk}</a> (succeeded)" in proposal
+    for page in (run_url, reverse("admin:runtime_event_change", args=[finished_run.event_id])):
+        body = client.get(page).content.decode()
+        assert 'class="historylink">Journal</a>' in body and ">History</a>" not in body
