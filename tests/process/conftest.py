@@ -10,10 +10,10 @@ import signal
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
+from tests.browsers import CHROMIUM, CHROMIUM_ARGS, require_browser
 from tests.conftest import PROJECT_DIR
 from tests.github import REPOS_YAML
 from tests.processes import (
@@ -88,28 +88,13 @@ def server(tmp_path):
         yield url
 
 
-#: Debian's Chromium, which the browser tests drive (bin/setup --dev installs it); never a downloaded browser.
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu", "--disable-component-update"]
-#: Where the browser tests write a screenshot of each page they visit (ignored by git, under var/).
-ARTIFACTS_DIR = PROJECT_DIR / "var" / "test-artifacts" / "browser"
-
-
 @pytest.fixture(scope="module")
 def browser():
-    """One headless Chromium for a test module. Skips when Chromium or Playwright is missing,
-    except under ``CI=true``, where a missing browser fails the run: CI must run these tests."""
-    missing = ""
-    if not CHROMIUM.exists():
-        missing = f"{CHROMIUM} is missing (bin/setup --dev installs Debian's chromium as root or with sudo)"
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing = missing or "playwright is not installed (bin/setup --dev installs requirements-dev.txt)"
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the browser tests need Chromium and Playwright under CI: {missing}")
-        pytest.skip(f"browser tests skipped: {missing}")
+    """One headless Chromium for a test module (``tests.browsers``): skips when Chromium or
+    Playwright is missing, except under ``CI=true``, where that fails the run."""
+    require_browser(ci=os.environ.get("CI") == "true")
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:

@@ -16,10 +16,11 @@ import sys
 
 import pytest
 
+from tests.browsers import ARTIFACTS_DIR
 from tests.conftest import PROJECT_DIR
 from tests.processes import MANAGE, wait_for
 
-from .conftest import ARTIFACTS_DIR, serving
+from .conftest import serving
 
 pytestmark = pytest.mark.process
 
