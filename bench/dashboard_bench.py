@@ -121,13 +121,14 @@ def measure(loops: int, repeat: int, database_url: str | None) -> None:
                 assert client.get(path).status_code == 200  # warm
                 with CaptureQueriesContext(connection) as queries:
                     assert client.get(path).status_code == 200
+                count = len(queries)
                 samples = []
                 for _ in range(repeat):
                     start = time.perf_counter()
                     client.get(path)
                     samples.append((time.perf_counter() - start) * 1000)
                 print(f"  {label:<40} median {statistics.median(samples):9.1f} ms  min {min(samples):9.1f} ms  "
-                      f"{len(queries)} queries")
+                      f"{count} queries")
             samples = []
             for _ in range(repeat):
                 start = time.perf_counter()

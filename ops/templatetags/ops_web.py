@@ -2,7 +2,7 @@
 
 from django import template
 
-from runtime.admin.common import between, duration, instant
+from runtime.admin.common import between, instant
 from runtime.models import Proposal, ProposalStatus
 
 from ..web import words
@@ -14,12 +14,6 @@ register = template.Library()
 def utc_instant(value):
     """An instant to the second in UTC: ``2026-11-30 21:00:01 UTC`` (``—`` for None)."""
     return instant(value)
-
-
-@register.filter
-def seconds(value):
-    """A duration in seconds as ``45 s``, ``3 m 05 s``… (``—`` for None)."""
-    return duration(value)
 
 
 @register.simple_tag

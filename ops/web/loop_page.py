@@ -31,7 +31,7 @@ WINDOWS = ("1d", "7d", "30d", "90d")
 def loop_findings(view, *, now, registry) -> dict:
     """The doctor's findings that concern this loop, as ``/status`` lists (``doctor_flags`` reads them):
     its own stopped and pile-up judgement from its view, the run and loop checks of
-    ``ops.doctor_checks`` (a few queries, none over every loop's rows)."""
+    ``ops.doctor_checks`` (a constant number of queries, as the doctor's)."""
     loop = view.loop
     stopped = [{"loop": loop.name}] if view.stopped else []
     piling = loop.approval == "watched" and view.pending_proposals > settings.FACTORY_PILEUP_THRESHOLD
