@@ -7,6 +7,7 @@ import pytest
 
 from ops.web.admin_site import runtime_first
 from ops.web.badges import doctor_flags, is_late, loop_badges, rank
+from ops.web.dashboard import refresh_after
 from runtime.registry import Loop
 from tests.conftest import at
 
@@ -80,3 +81,8 @@ def test_problems_rank_before_late_before_ok_before_disabled():
 def test_the_admin_lists_the_runtime_before_authentication():
     apps = [{"app_label": label} for label in ("auth", "ops", "runtime", "schedules", "zeta")]
     assert [app["app_label"] for app in runtime_first(apps)] == ["runtime", "schedules", "ops", "auth", "zeta"]
+
+
+@pytest.mark.parametrize("elapsed,seconds", [(0.05, 5), (2.5, 5), (2.6, 6), (8.6, 18)])
+def test_a_table_slow_to_compute_refreshes_less_often(elapsed, seconds):
+    assert refresh_after(elapsed) == seconds
