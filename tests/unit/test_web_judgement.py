@@ -1,5 +1,6 @@
-"""The dashboard's badges (ops.web.badges; docs/web.md, "Status badges"): late is five seconds
-after a slot was due, the doctor's findings badge their loops, problems sort first."""
+"""What the operator's pages judge and say (ops.web; docs/web.md): late is five seconds after a
+slot was due, the doctor's findings badge their loops, problems sort first, a slow table polls
+less often, the admin lists the runtime first, and cadences, outcomes and tallies in words."""
 
 from types import SimpleNamespace
 
@@ -8,6 +9,7 @@ import pytest
 from ops.web.admin_site import runtime_first
 from ops.web.badges import doctor_flags, is_late, loop_badges, rank
 from ops.web.dashboard import refresh_after
+from ops.web.words import cadence, outcome, tally
 from runtime.registry import Loop
 from tests.conftest import at
 
@@ -86,3 +88,16 @@ def test_the_admin_lists_the_runtime_before_authentication():
 @pytest.mark.parametrize("elapsed,seconds", [(0.05, 5), (2.5, 5), (2.6, 6), (8.6, 18)])
 def test_a_table_slow_to_compute_refreshes_less_often(elapsed, seconds):
     assert refresh_after(elapsed) == seconds
+
+
+def test_the_pages_say_a_cadence_an_outcome_and_a_tally_in_words():
+    weekdays = Loop(**{**MORNING.__dict__, "days": ("mon", "fri")})
+    keyed = Loop(**{**MORNING.__dict__, "at": None, "timezone": None, "keyed": SimpleNamespace()})
+    assert [cadence(HOURLY), cadence(MORNING), cadence(weekdays), cadence(keyed)] == [
+        "every 60m", "09:00 Europe/Budapest", "09:00 Europe/Budapest on mon, fri", "keyed (each key its own slots)",
+    ]
+    assert outcome({"stage": "planning", "value": "NOOP", "reason": "previous_run_in_flight"}) == (
+        "planning NOOP (previous_run_in_flight)"
+    )
+    assert [outcome({"stage": "planning", "value": None, "reason": ""}), outcome(None)] == ["planning not planned yet", "—"]
+    assert [tally({"rejected": 1, "approved": 3}), tally({})] == ["approved 3, rejected 1", "none"]
