@@ -24,7 +24,7 @@ from jsonschema.exceptions import SchemaError
 from referencing import Registry as SchemaRegistry
 from referencing import Resource
 
-from lib.json_schema import Validator
+from lib.json_schema import Validator, validator_for
 
 from .definitions import read_definitions, read_edges, read_event_types
 from .files import Inputs, compute_digest, display_path, read_json, read_yaml
@@ -56,8 +56,8 @@ class Load:
     ``broken`` holds ``(file name, entry)`` pairs whose entry broke its file's schema (and
     ``("definitions", ref)`` for a definition file that broke its own):
     they are skipped without cascading into errors about whatever refers to them
-    (docs/decisions.md, Registry). A schema file is read and checked once, and a
-    validator built once per schema, however many entries refer to it.
+    (docs/decisions.md, Registry). A schema file is read and checked once, and its
+    validator built once (``lib.json_schema.validator_for``), however many entries refer to it.
     """
 
     def __init__(self, inputs: Inputs):
@@ -69,8 +69,6 @@ class Load:
         self.meta = self._meta_registry()
         self._shape_validators: dict[str, Validator] = {}
         self._schema_files: dict[str, SchemaFile] = {}
-        # Keyed by id(): each entry holds its schema too, so the id stays that schema's.
-        self._validators: dict[int, tuple[dict, Validator]] = {}
 
     def error(self, path: Path, entry: str, rule: str, detail: str) -> None:
         self.errors.append(RegistryError(display_path(path), entry, rule, detail))
@@ -152,9 +150,7 @@ class Load:
 
     def first_error(self, schema: dict, instance):
         """The first error of ``instance`` against a payload or input ``schema``, or None."""
-        if id(schema) not in self._validators:
-            self._validators[id(schema)] = (schema, Validator(schema))
-        return next(iter(self._validators[id(schema)][1].iter_errors(instance)), None)
+        return next(iter(validator_for(schema).iter_errors(instance)), None)
 
     def builtin_schema(self, name: str) -> dict:
         return self.read_json(self.registry_dir / "schemas" / name) or {}
