@@ -20,7 +20,7 @@ from runtime.registry import Registry, get_registry
 from .barriers import barrier_free, lost_barrier_race
 from .chains import ChainBroken, chain_envelopes
 from .idempotency import release_after_finish, release_idempotency_key
-from .journal import record
+from .journal import entry, record
 from .outbox import write_outbox
 
 logger = logging.getLogger(__name__)
@@ -28,14 +28,11 @@ logger = logging.getLogger(__name__)
 LEASED_STATUSES = (RunStatus.CLAIMED, RunStatus.RUNNING)
 
 
-def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:
-    """Create the queued run of an approved proposal and journal it.
-
-    Raises IntegrityError when the proposal's singleton loop already has an active run
-    (the database constraint ``run_one_active_per_singleton``). Call inside a transaction.
-    """
+def new_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:
+    """The unsaved queued run of an approved proposal (``queue_run`` saves one; batched
+    planning inserts many at once)."""
     plan = proposal.plan
-    run = Run.objects.create(
+    return Run(
         proposal=proposal,
         event_id=proposal.event_id,
         idempotency_key=proposal.idempotency_key,
@@ -52,16 +49,30 @@ def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -
         approved_by=approved_by,
         queued_at=now,
     )
-    record(
+
+
+def run_queued_entry(run: Run, *, now: datetime):
+    """The unsaved ``run_queued`` journal entry of a saved run (by its actor, naming the approver)."""
+    return entry(
         "run_queued",
-        actor,
+        run.actor,
         at=now,
-        actor_name=approved_by.get_username() if approved_by else "",
-        event=proposal.event,
-        proposal=proposal,
+        actor_name=run.approved_by.get_username() if run.approved_by else "",
+        proposal=run.proposal,
         run=run,
         data={"definition": run.definition},
     )
+
+
+def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:
+    """Create the queued run of an approved proposal and journal it.
+
+    Raises IntegrityError when the proposal's singleton loop already has an active run
+    (the database constraint ``run_one_active_per_singleton``). Call inside a transaction.
+    """
+    run = new_run(proposal, actor=actor, approved_by=approved_by, now=now)
+    run.save(force_insert=True)
+    run_queued_entry(run, now=now).save(force_insert=True)
     return run
 
 
