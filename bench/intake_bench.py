@@ -8,7 +8,7 @@ separate process on loopback (pre-signed bodies; it reports its own CPU) and pri
 table row per run.
 
     .venv/bin/python bench/intake_bench.py [--clients 8 32] [--requests 4000] [--duplicates 0 0.5]
-        [--database-url postgres://postgres@127.0.0.1:5432/bench_intake]
+        [--database-url postgres://postgres@127.0.0.1:5432/bench_intake] [--no-sqlite] [--conn-max-age 60]
 """
 
 import argparse
@@ -64,6 +64,9 @@ def serve_and_load(database_url: str | None, args) -> list[list]:
     root = bench_env.make_root("intake-bench-")
     registry_dir, config_dir = bench_env.build_kernel_loops(root, watched=0, auto=1)
     url = bench_env.prepare_database(database_url, root)
+    if args.conn_max_age is not None:
+        # Persistent connections (django-environ reads these from the URL's query).
+        url += f"?conn_max_age={args.conn_max_age}" + ("&conn_health_checks=true" if database_url else "")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("FACTORY_", "DJANGO_", "DATABASE_"))},
         "DATABASE_URL": url, "DJANGO_SECRET_KEY": "intake-bench-secret-key",
@@ -110,9 +113,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--duplicates", type=float, nargs="+", default=[0.0, 0.5])
     parser.add_argument("--database-url", help="a throw-away PostgreSQL database (dropped and recreated)")
+    parser.add_argument("--conn-max-age", type=int, help="serve with persistent database connections of this age (s)")
+    parser.add_argument("--no-sqlite", action="store_true", help="only the --database-url database")
     args = parser.parse_args()
     rows = []
-    for database_url in [None] + ([args.database_url] if args.database_url else []):
+    for database_url in ([] if args.no_sqlite else [None]) + ([args.database_url] if args.database_url else []):
         rows += serve_and_load(database_url, args)
     print(bench_env.table(
         ["database", "clients", "duplicates", "requests", "answers/s", "admitted/s", "p50 ms", "p99 ms",
