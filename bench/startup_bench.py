@@ -94,13 +94,19 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def wait_iteration(db: Path, after: float, process: subprocess.Popen, timeout: float) -> float:
+def unplanned(db: Path) -> int:
+    with sqlite3.connect(db, timeout=5) as conn:
+        return conn.execute("SELECT count(*) FROM runtime_event WHERE planned_at IS NULL").fetchone()[0]
+
+
+def wait_iteration(db: Path, after: float, process: subprocess.Popen, timeout: float, *, drained=False) -> float:
+    """Wait for an iteration recorded after ``after`` (and, ``drained``, nothing left to plan)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise SystemExit(f"runserve exited with {process.returncode}")
         seen = last_iteration(db)
-        if seen is not None and seen.timestamp() > after:
+        if seen is not None and seen.timestamp() > after and not (drained and unplanned(db)):
             return time.time()
         time.sleep(0.02)
     raise SystemExit(f"no slot-loop iteration within {timeout} s")
@@ -122,7 +128,7 @@ def one(loops: int, port: int) -> tuple[list, list]:
     with open(root / "runserve.log", "w") as log:
         first = start(env, port, log)
         # The first start fires (and plans) every loop's first slot; the restart below has nothing due.
-        wait_iteration(db, 0, first, timeout=1800)
+        wait_iteration(db, 0, first, timeout=1800, drained=True)
         stop(first)
         spawned = time.time()
         again = start(env, port, log)

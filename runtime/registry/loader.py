@@ -33,7 +33,15 @@ from lib.json_text import canonical_json
 from .definitions import read_definitions, read_edges, read_event_types
 from .files import Inputs, compute_digest, display_path, read_json, read_yaml
 from .jobs import read_jobs
-from .loops import effective_loops, expand_repo_loops, merge_overlay, read_kernel_loops, read_overlay, read_repos
+from .loops import (
+    TOP_LEVEL,
+    effective_loops,
+    expand_repo_loops,
+    merge_overlay,
+    read_kernel_loops,
+    read_overlay,
+    read_repos,
+)
 from .model import Registry, RegistryError, RegistryInvalid
 
 #: The keywords of a schema whose properties are each checked on their own (``Load.sample_error``).
@@ -103,18 +111,19 @@ class Load:
                 resources.append((contents.get("$id", path.name), Resource.from_contents(contents)))
         return SchemaRegistry().with_resources(resources)
 
-    def check_shape(self, path: Path, data, meta_name: str, entry_level: bool,
-                    entries: tuple[str, str] | None = None) -> bool:
+    def check_shape(self, path: Path, data, meta_name: str, entry_level: bool, entries: str | None = None) -> bool:
         """Validate ``data`` against a meta-schema; unknown keys are errors.
 
         True when the file is usable: clean, or (``entry_level``) broken only inside
         some entries, whose names are added to ``self.broken`` so that they are skipped
         without cascading into errors about whatever refers to them.
 
-        ``entries`` — ``(property, reference)`` — names a mapping of ``data`` whose every
-        value the meta-schema checks against the subschema ``reference`` (the overlay's
-        ``schedules``): each distinct value is then checked once, however many loops share
-        it, with the same errors at the same places as checking the whole document.
+        ``entries`` names a mapping of entries in ``data`` — a property (the overlay's
+        ``schedules``) or ``TOP_LEVEL`` (``schedules.json``, whose every key not in the
+        meta-schema's ``properties`` is a loop) — whose values the meta-schema checks
+        against one referenced subschema and nothing else: each distinct value is then
+        checked once, however many loops share it, with the same errors at the same places
+        as checking the whole document. A meta-schema of any other shape is checked whole.
         """
         meta_id = f"https://factory-runtime.invalid/meta/{meta_name}"
         try:
@@ -137,18 +146,19 @@ class Load:
                 self.broken.add((path.name, entry))
         return usable
 
-    def _shape_errors(self, validator, data, meta_id: str, entries) -> list[tuple[list[str], str]]:
+    def _shape_errors(self, validator, data, meta_id: str, entries: str | None) -> list[tuple[list[str], str]]:
         """``(path parts, message)`` of every error of ``data`` (see ``check_shape``)."""
         def found(errors, prefix=()):
             return [([*prefix, *map(str, e.absolute_path)], e.message) for e in errors]
 
-        if entries is None or not isinstance(data, dict) or not isinstance(data.get(entries[0]), dict):
+        split = _split_entries(validator.schema, data, entries)
+        if split is None:
             return found(validator.iter_errors(data))
-        name, reference = entries
-        errors = found(validator.iter_errors({**data, name: {}}))
+        rest, mapping, prefix, reference = split
+        errors = found(validator.iter_errors(rest))
         entry_validator = Validator({"$ref": urljoin(meta_id, reference)}, registry=self.meta)
         by_content: dict[str, list] = {}
-        for key, value in data[name].items():
+        for key, value in mapping.items():
             content = canonical_json(value) if _plain_json(value) else None
             if content is None or content not in by_content:
                 entry_errors = list(entry_validator.iter_errors(value))
@@ -156,7 +166,7 @@ class Load:
                     by_content[content] = entry_errors
             else:
                 entry_errors = by_content[content]
-            errors += found(entry_errors, (name, str(key)))
+            errors += found(entry_errors, (*prefix, str(key)))
         return errors
 
     def load_schema_file(self, name: str, path: Path, entry: str) -> dict | None:
@@ -249,6 +259,38 @@ class Load:
             command_result_schema=command_result_schema,
             jobs=jobs,
         )
+
+
+#: The keywords a meta-schema may hold beside a mapping of entries (``_split_entries``).
+_PLAIN_KEYWORDS = frozenset({"$schema", "$id", "$defs", "title", "description", "type", "properties"})
+
+
+def _split_entries(schema, data, entries: str | None):
+    """``(data less the entries, the entries, their path, their subschema reference)``, or None
+    when ``entries`` is None, absent from ``data``, or not a mapping that ``schema`` checks
+    with ``additionalProperties: {"$ref": …}`` alone."""
+    if entries is None or not isinstance(schema, dict) or not isinstance(data, dict):
+        return None
+    if entries == TOP_LEVEL:
+        holder, prefix = schema, ()
+        declared = set(schema.get("properties") or {})
+        mapping = {k: v for k, v in data.items() if k not in declared}
+        rest = {k: v for k, v in data.items() if k in declared}
+    else:
+        holder, prefix = (schema.get("properties") or {}).get(entries), (entries,)
+        mapping = data.get(entries)
+        rest = {**data, entries: {}}
+    if not isinstance(holder, dict) or not isinstance(mapping, dict) or not set(holder) <= _PLAIN_KEYWORDS | {
+        "additionalProperties"
+    }:
+        return None
+    target = holder.get("additionalProperties")
+    if not isinstance(target, dict) or set(target) != {"$ref"}:
+        return None
+    # A named mapping is replaced by {}: it must be a type that {} satisfies.
+    if entries != TOP_LEVEL and holder.get("type", "object") not in ("object", ["object", "null"]):
+        return None
+    return rest, mapping, prefix, target["$ref"]
 
 
 @contextmanager

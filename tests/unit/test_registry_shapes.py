@@ -21,25 +21,40 @@ BAD_OVERLAY = (
 )
 
 
-def whole_document_errors(registry_files) -> list[str]:
-    """The overlay's shape errors as one validation of the whole document finds them."""
+def whole_document_errors(registry_files, data, meta_name: str, shown: str, entry_level: bool) -> list[str]:
+    """The shape errors of ``data`` as one validation of the whole document finds them."""
     metas = registry_files.registry_dir / "schemas" / "meta"
     schemas = {p.name: json.loads(p.read_text()) for p in metas.glob("*.json")}
     registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
-    validator = Validator(schemas["overlay.schema.json"], registry=registry)
-    data = load_yaml((registry_files.config_dir / "schedule.yaml").read_text())
-    overlay = registry_files.config_dir / "schedule.yaml"
-    return [
-        f"{overlay}: <top>: schema: at {'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}"
-        for e in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
-    ]
+    validator = Validator(schemas[meta_name], registry=registry)
+    found = []
+    for e in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        parts = list(map(str, e.absolute_path))
+        entry = parts[0] if entry_level and parts else "<top>"
+        found.append(f"{shown}: {entry}: schema: at {'/'.join(parts) or '<top>'}: {e.message}")
+    return found
 
 
 def test_shared_bad_entries_get_the_errors_a_whole_document_check_gives(registry_files):
     registry_files.write_config("schedule.yaml", BAD_OVERLAY)
-    expected = whole_document_errors(registry_files)
+    overlay = registry_files.config_dir / "schedule.yaml"
+    expected = whole_document_errors(registry_files, load_yaml(overlay.read_text()), "overlay.schema.json",
+                                     str(overlay), entry_level=False)
     assert len(expected) == 4
     assert errors(registry_files) == expected
+
+
+def test_shared_bad_kernel_loops_get_the_errors_a_whole_document_check_gives(registry_files):
+    def change(loops):
+        loops["x-1"] = loops["x-2"] = {"eventType": "clock.tick.reaper", "evry": "5m"}
+        loops["x-3"] = {"eventType": 7}
+        loops["repoLoops"]["merge-{repo}"]["stray"] = 1
+    registry_files.update("schedules.json", change)
+    data = registry_files.read("schedules.json")
+    expected = whole_document_errors(registry_files, data, "schedules.schema.json", "registry/schedules.json",
+                                     entry_level=True)
+    assert len(expected) == 4
+    assert [e for e in errors(registry_files) if ": schema: " in e] == expected
 
 
 def test_a_thousand_loops_of_one_payload_shape_validate_one_sample_tick(registry_files):
