@@ -20,15 +20,16 @@ def make_root(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix))
 
 
-def build_kernel_loops(root: Path, *, watched: int, auto: int) -> tuple[Path, Path]:
+def build_kernel_loops(root: Path, *, watched: int, auto: int, enabled: bool = True) -> tuple[Path, Path]:
     """A copy of the kernel registry whose ``schedules.json`` holds ``watched`` enabled copies
     of ``reaper`` (``w-00000``…) and ``auto`` copies of ``heartbeat`` (``a-00000``…), every
-    one due now (a fresh loop fires its current slot)."""
+    one due now (a fresh loop fires its current slot) — or, ``enabled=False``, the watched
+    copies disabled."""
     registry_dir, config_dir = root / "registry", root / "config"
     shutil.copytree(BASE_DIR / "registry", registry_dir)
     config_dir.mkdir()
     schedules = json.loads((registry_dir / "schedules.json").read_text())
-    reaper, heartbeat = {**schedules["reaper"], "enabled": True}, schedules["heartbeat"]
+    reaper, heartbeat = {**schedules["reaper"], "enabled": enabled}, schedules["heartbeat"]
     loops = {f"w-{i:05d}": reaper for i in range(watched)}
     loops.update({f"a-{i:05d}": heartbeat for i in range(auto)})
     (registry_dir / "schedules.json").write_text(json.dumps(loops))

@@ -11,7 +11,7 @@ measured:
 - the CPU seconds the slot-loop process had used by then (the figure a shared machine
   does not blur), and the resident memory and CPU seconds of each process of the runtime.
 
-    .venv/bin/python bench/startup_bench.py [--loops 10000 100000]
+    .venv/bin/python bench/startup_bench.py [--loops 10000 100000] [--disabled]
 """
 
 import argparse
@@ -112,9 +112,9 @@ def wait_iteration(db: Path, after: float, process: subprocess.Popen, timeout: f
     raise SystemExit(f"no slot-loop iteration within {timeout} s")
 
 
-def one(loops: int, port: int) -> tuple[list, list]:
+def one(loops: int, port: int, enabled: bool) -> tuple[list, list]:
     root = bench_env.make_root("startup-bench-")
-    registry_dir, config_dir = bench_env.build_kernel_loops(root, watched=loops, auto=0)
+    registry_dir, config_dir = bench_env.build_kernel_loops(root, watched=loops, auto=0, enabled=enabled)
     db = root / "bench.sqlite3"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("FACTORY_", "DJANGO_", "DATABASE_"))},
@@ -136,8 +136,8 @@ def one(loops: int, port: int) -> tuple[list, list]:
         processes = [describe(pid) for pid in process_tree(again.pid)]
         stop(again)
     slot_start, slot_cpu = next((s, c) for role, _, s, c in processes if role == "slot loop")
-    row = [loops, f"{done - spawned:.2f}", f"{done - slot_start:.2f}", f"{slot_cpu:.2f}"]
-    memory = [[loops, role, f"{rss:.0f}", f"{cpu:.2f}"] for role, rss, _, cpu in sorted(processes, key=lambda p: p[2])]
+    row = [loops, "enabled" if enabled else "disabled", f"{done - spawned:.2f}", f"{done - slot_start:.2f}", f"{slot_cpu:.2f}"]
+    memory = [[loops, "enabled" if enabled else "disabled", role, f"{rss:.0f}", f"{cpu:.2f}"] for role, rss, _, cpu in sorted(processes, key=lambda p: p[2])]
     return row, memory
 
 
@@ -145,15 +145,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loops", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--port", type=int, default=7591)
+    parser.add_argument("--disabled", action="store_true",
+                        help="the loops disabled: the registry's size without the first start firing every loop")
     args = parser.parse_args()
     rows, memory = [], []
     for loops in args.loops:
-        row, used = one(loops, args.port)
+        row, used = one(loops, args.port, not args.disabled)
         rows.append(row)
         memory += used
-    print(bench_env.table(["loops", "spawn → first iteration s", "slot loop start → first iteration s",
+    print(bench_env.table(["loops", "loops are", "spawn → first iteration s", "slot loop start → first iteration s",
                            "slot loop CPU s by then"], rows))
-    print(bench_env.table(["loops", "process", "resident MB", "CPU s by then"], memory))
+    print(bench_env.table(["loops", "loops are", "process", "resident MB", "CPU s by then"], memory))
     print(bench_env.machine_line(f"SQLite {sqlite3.sqlite_version}"))
 
 
