@@ -7,9 +7,15 @@ so ``"^[a-z]+$"`` would accept ``"hello\\n"``. ``Validator`` is Draft 2020-12 wi
 keywords compiling each pattern through ``python_pattern``, which turns every unescaped
 ``$`` outside a character class into ``\\Z``; the schema files themselves (and so the
 registry digest) stay as written.
+
+A validator is built once per schema: ``validator_for(schema)`` returns the cached one
+(keyed by the schema object, whose registry holds it for as long as it is in force), so
+admission, planning and the adapters never rebuild one per envelope, payload or result.
 """
 
 import re
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 
 from jsonschema import Draft202012Validator, ValidationError
@@ -62,3 +68,30 @@ def _pattern_properties(validator, pattern_properties, instance, schema):
 #: Draft 2020-12 with end-anchored patterns: every validator of the runtime is one of these.
 Validator = extend(Draft202012Validator, validators={"pattern": _pattern, "patternProperties": _pattern_properties})
 
+
+
+#: How many schemas keep a cached validator: every schema of the registries a process has
+#: held recently (a few dozen each), with room to spare; the oldest go first.
+VALIDATOR_CACHE_SIZE = 4096
+# id(schema) → (schema, validator): the entry holds the schema, so the id stays its own.
+_validators: OrderedDict[int, tuple[object, Validator]] = OrderedDict()
+_validators_lock = threading.Lock()
+
+
+def validator_for(schema: dict | bool) -> Validator:
+    """The ``Validator`` of ``schema``, built on first use and cached by the schema object.
+
+    The schema must not be changed after its first use (the registry's never are).
+    Validators are immutable: one may serve many threads at once.
+    """
+    with _validators_lock:
+        found = _validators.get(id(schema))
+        if found is not None and found[0] is schema:
+            _validators.move_to_end(id(schema))
+            return found[1]
+    validator = Validator(schema)
+    with _validators_lock:
+        _validators[id(schema)] = (schema, validator)
+        while len(_validators) > VALIDATOR_CACHE_SIZE:
+            _validators.popitem(last=False)
+    return validator

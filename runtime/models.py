@@ -193,6 +193,8 @@ class Run(models.Model):
     singleton_key = models.CharField(max_length=170, null=True, blank=True)
     # The definition's barrier (e.g. "merge"): one run per barrier claimed, running or interrupted.
     barrier = models.CharField(max_length=63, null=True, blank=True)
+    # The queue's lane: ``loop:<loop>`` for a tick's run, else ``door:<door>`` (docs/design.md §8, fair queue).
+    lane = models.CharField(max_length=80)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
     attempt = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField()
@@ -259,6 +261,22 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_RUN_STATUSES
+
+
+def run_lane(loop: str | None, door: str) -> str:
+    """The queue lane of a run of ``loop`` (None for a non-tick) whose event came through ``door``."""
+    return f"loop:{loop}" if loop else f"door:{door}"
+
+
+class QueueLane(models.Model):
+    """When a lane of the run queue was last served: claims go to the lane served longest ago
+    (docs/design.md §8, fair queue). ``turn`` is a counter, one higher at every claim."""
+
+    lane = models.CharField(max_length=80, primary_key=True)
+    turn = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.lane} (turn {self.turn})"
 
 
 class JournalQuerySet(models.QuerySet):

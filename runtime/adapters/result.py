@@ -2,7 +2,7 @@
 
 import json
 
-from lib.json_schema import Validator
+from lib.json_schema import validator_for
 
 from .base import RunResult
 
@@ -35,9 +35,9 @@ def result_from_output(
         if exit_code == 0:
             return RunResult("SUCCEEDED", True, exit_code=0, stdout_path=stdout_path)
         return RunResult("FAILED", False, reason=f"exit_code_{exit_code}", exit_code=exit_code, stdout_path=stdout_path)
-    problems = [e.message for e in Validator(contract_schema).iter_errors(document)]
+    problems = [e.message for e in validator_for(contract_schema).iter_errors(document)]
     if output_schema is not None and not problems:
-        problems = [e.message for e in Validator(output_schema).iter_errors(document)]
+        problems = [e.message for e in validator_for(output_schema).iter_errors(document)]
     if problems:
         return RunResult(
             "FAILED", False, reason="output_contract_violation", exit_code=exit_code, stdout_path=stdout_path,

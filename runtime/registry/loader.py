@@ -15,23 +15,39 @@ A process loads a registry once per content: ``load_registry`` keeps the last fe
 registries by their directories and the bytes of every file read.
 """
 
+import gc
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urljoin
 
 from jsonschema.exceptions import SchemaError
 from referencing import Registry as SchemaRegistry
 from referencing import Resource
 
-from lib.json_schema import Validator
+from lib.json_schema import Validator, validator_for
+from lib.json_text import canonical_json
 
 from .definitions import read_definitions, read_edges, read_event_types
 from .files import Inputs, compute_digest, display_path, read_json, read_yaml
 from .jobs import read_jobs
-from .loops import effective_loops, expand_repo_loops, merge_overlay, read_kernel_loops, read_overlay, read_repos
+from .loops import (
+    TOP_LEVEL,
+    effective_loops,
+    expand_repo_loops,
+    merge_overlay,
+    read_kernel_loops,
+    read_overlay,
+    read_repos,
+)
 from .model import Registry, RegistryError, RegistryInvalid
 
+#: The keywords of a schema whose properties are each checked on their own (``Load.sample_error``).
+SEPARABLE_KEYWORDS = frozenset(
+    {"$schema", "$id", "title", "description", "type", "required", "properties", "additionalProperties"}
+)
 #: How many good registries a process keeps by content: the one in force and a few
 #: before it (an edit undone, a test's directories), so that a long-running process
 #: does not grow with every edit.
@@ -56,8 +72,8 @@ class Load:
     ``broken`` holds ``(file name, entry)`` pairs whose entry broke its file's schema (and
     ``("definitions", ref)`` for a definition file that broke its own):
     they are skipped without cascading into errors about whatever refers to them
-    (docs/decisions.md, Registry). A schema file is read and checked once, and a
-    validator built once per schema, however many entries refer to it.
+    (docs/decisions.md, Registry). A schema file is read and checked once, and its
+    validator built once (``lib.json_schema.validator_for``), however many entries refer to it.
     """
 
     def __init__(self, inputs: Inputs):
@@ -69,8 +85,8 @@ class Load:
         self.meta = self._meta_registry()
         self._shape_validators: dict[str, Validator] = {}
         self._schema_files: dict[str, SchemaFile] = {}
-        # Keyed by id(): each entry holds its schema too, so the id stays that schema's.
-        self._validators: dict[int, tuple[dict, Validator]] = {}
+        # (id(schema), the sample less its loop) → its first error: see sample_error.
+        self._sample_errors: dict[tuple[int, str], object] = {}
 
     def error(self, path: Path, entry: str, rule: str, detail: str) -> None:
         self.errors.append(RegistryError(display_path(path), entry, rule, detail))
@@ -95,12 +111,19 @@ class Load:
                 resources.append((contents.get("$id", path.name), Resource.from_contents(contents)))
         return SchemaRegistry().with_resources(resources)
 
-    def check_shape(self, path: Path, data, meta_name: str, entry_level: bool) -> bool:
+    def check_shape(self, path: Path, data, meta_name: str, entry_level: bool, entries: str | None = None) -> bool:
         """Validate ``data`` against a meta-schema; unknown keys are errors.
 
         True when the file is usable: clean, or (``entry_level``) broken only inside
         some entries, whose names are added to ``self.broken`` so that they are skipped
         without cascading into errors about whatever refers to them.
+
+        ``entries`` names a mapping of entries in ``data`` — a property (the overlay's
+        ``schedules``) or ``TOP_LEVEL`` (``schedules.json``, whose every key not in the
+        meta-schema's ``properties`` is a loop) — whose values the meta-schema checks
+        against one referenced subschema and nothing else: each distinct value is then
+        checked once, however many loops share it, with the same errors at the same places
+        as checking the whole document. A meta-schema of any other shape is checked whole.
         """
         meta_id = f"https://factory-runtime.invalid/meta/{meta_name}"
         try:
@@ -112,16 +135,39 @@ class Load:
             self._shape_validators[meta_name] = Validator(schema, registry=self.meta)
         validator = self._shape_validators[meta_name]
         usable = True
-        for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-            parts = [str(p) for p in err.absolute_path]
+        for where_parts, message in sorted(self._shape_errors(validator, data, meta_id, entries), key=lambda e: e[0]):
+            parts = where_parts
             entry = parts[0] if entry_level and parts else "<top>"
             where = "/".join(parts) or "<top>"
-            self.error(path, entry, "schema", f"at {where}: {err.message}")
+            self.error(path, entry, "schema", f"at {where}: {message}")
             if entry == "<top>":
                 usable = False
             else:
                 self.broken.add((path.name, entry))
         return usable
+
+    def _shape_errors(self, validator, data, meta_id: str, entries: str | None) -> list[tuple[list[str], str]]:
+        """``(path parts, message)`` of every error of ``data`` (see ``check_shape``)."""
+        def found(errors, prefix=()):
+            return [([*prefix, *map(str, e.absolute_path)], e.message) for e in errors]
+
+        split = _split_entries(validator.schema, data, entries)
+        if split is None:
+            return found(validator.iter_errors(data))
+        rest, mapping, prefix, reference = split
+        errors = found(validator.iter_errors(rest))
+        entry_validator = Validator({"$ref": urljoin(meta_id, reference)}, registry=self.meta)
+        by_content: dict[str, list] = {}
+        for key, value in mapping.items():
+            content = canonical_json(value) if _plain_json(value) else None
+            if content is None or content not in by_content:
+                entry_errors = list(entry_validator.iter_errors(value))
+                if content is not None:
+                    by_content[content] = entry_errors
+            else:
+                entry_errors = by_content[content]
+            errors += found(entry_errors, (*prefix, str(key)))
+        return errors
 
     def load_schema_file(self, name: str, path: Path, entry: str) -> dict | None:
         """A payload/input/output schema from ``registry/schemas/``, or None when it is
@@ -152,9 +198,29 @@ class Load:
 
     def first_error(self, schema: dict, instance):
         """The first error of ``instance`` against a payload or input ``schema``, or None."""
-        if id(schema) not in self._validators:
-            self._validators[id(schema)] = (schema, Validator(schema))
-        return next(iter(self._validators[id(schema)][1].iter_errors(instance)), None)
+        return next(iter(validator_for(schema).iter_errors(instance)), None)
+
+    def sample_error(self, schema: dict, sample: dict):
+        """``first_error(schema, sample)`` for a loop's sample tick, validated once per schema
+        and payload shape: the sample less its ``loop`` (payload, key, cadence).
+
+        Loops differ in their name only, and a schema built of ``type``, ``required``,
+        ``properties`` and a boolean ``additionalProperties`` checks each property on its
+        own; so when the name passes the schema's ``properties.loop``, the sample's first
+        error is that of any other loop with the same rest. Any other schema, or a name
+        its ``properties.loop`` refuses, is validated in full.
+        """
+        if not isinstance(schema, dict) or not set(schema) <= SEPARABLE_KEYWORDS or not isinstance(
+            schema.get("additionalProperties", True), bool
+        ):
+            return self.first_error(schema, sample)
+        loop_schema = (schema.get("properties") or {}).get("loop")
+        if loop_schema is not None and not validator_for(loop_schema).is_valid(sample.get("loop")):
+            return self.first_error(schema, sample)
+        key = (id(schema), canonical_json({k: v for k, v in sample.items() if k != "loop"}))
+        if key not in self._sample_errors:
+            self._sample_errors[key] = self.first_error(schema, sample)
+        return self._sample_errors[key]
 
     def builtin_schema(self, name: str) -> dict:
         return self.read_json(self.registry_dir / "schemas" / name) or {}
@@ -195,6 +261,66 @@ class Load:
         )
 
 
+#: The keywords a meta-schema may hold beside a mapping of entries (``_split_entries``).
+_PLAIN_KEYWORDS = frozenset({"$schema", "$id", "$defs", "title", "description", "type", "properties"})
+
+
+def _split_entries(schema, data, entries: str | None):
+    """``(data less the entries, the entries, their path, their subschema reference)``, or None
+    when ``entries`` is None, absent from ``data``, or not a mapping that ``schema`` checks
+    with ``additionalProperties: {"$ref": …}`` alone."""
+    if entries is None or not isinstance(schema, dict) or not isinstance(data, dict):
+        return None
+    if entries == TOP_LEVEL:
+        holder, prefix = schema, ()
+        declared = set(schema.get("properties") or {})
+        mapping = {k: v for k, v in data.items() if k not in declared}
+        rest = {k: v for k, v in data.items() if k in declared}
+    else:
+        holder, prefix = (schema.get("properties") or {}).get(entries), (entries,)
+        mapping = data.get(entries)
+        rest = {**data, entries: {}}
+    if not isinstance(holder, dict) or not isinstance(mapping, dict) or not set(holder) <= _PLAIN_KEYWORDS | {
+        "additionalProperties"
+    }:
+        return None
+    target = holder.get("additionalProperties")
+    if not isinstance(target, dict) or set(target) != {"$ref"}:
+        return None
+    # A named mapping is replaced by {}: it must be a type that {} satisfies.
+    if entries != TOP_LEVEL and holder.get("type", "object") not in ("object", ["object", "null"]):
+        return None
+    return rest, mapping, prefix, target["$ref"]
+
+
+@contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off for the duration (and back on if it was on).
+
+    A load allocates millions of small objects (YAML nodes, entries, loops) and frees none
+    of them meanwhile, and every collection the allocations trigger walks them all: with
+    the collector on, 100,000 overlay loops took 10 s to parse instead of 1.5 s. What a
+    load leaves behind is acyclic and freed by reference counting as usual."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _plain_json(value) -> bool:
+    """Whether ``value`` is text, numbers, booleans, null, lists and string-keyed objects only:
+    what its canonical JSON tells apart from every other value (YAML also gives dates and
+    non-string keys, which it would not)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_json(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain_json(v) for v in value)
+    return value is None or isinstance(value, (str, int, float))
+
+
 def load_registry(registry_dir: Path, config_dir: Path) -> Registry:
     """Read and validate the kernel under ``registry_dir`` and the overlay under ``config_dir``.
 
@@ -213,7 +339,8 @@ def load_registry(registry_dir: Path, config_dir: Path) -> Registry:
             if key in _memo:
                 _memo.move_to_end(key)
                 return _memo[key]
-    registry = Load(inputs).registry()
+    with _collector_paused():
+        registry = Load(inputs).registry()
     # A load that read a file outside the snapshot depends on more than the key says.
     if key is not None and inputs.complete:
         with _memo_lock:

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
     from .loader import Load
 
+#: ``Load.check_shape``'s ``entries`` for a file whose top level is the mapping of entries (``schedules.json``).
+TOP_LEVEL = "<top level>"
 CATCH_UP_POLICIES = ("none", "last", "all")
 #: What an overlay may change on a kernel loop; everything else is pinned (DESIGN §4).
 OVERLAY_OVERRIDABLE = ("enabled", "every", "payload")
@@ -97,7 +99,7 @@ def read_kernel_loops(load: Load) -> KernelLoops:
     ``check_kernel_entry``."""
     path = load.registry_dir / "schedules.json"
     data = load.read_json(path)
-    if data is None or not load.check_shape(path, data, "schedules.schema.json", entry_level=True):
+    if data is None or not load.check_shape(path, data, "schedules.schema.json", entry_level=True, entries=TOP_LEVEL):
         return KernelLoops({}, {})
     templates = data.pop(REPO_LOOPS_KEY, {})
     result = {}
@@ -169,7 +171,7 @@ def read_overlay(load: Load) -> dict:
     here; its ``jobs:`` are the host-clock jobs (``jobs.read_jobs``)."""
     path = load.config_dir / "schedule.yaml"
     data = load.read_yaml(path)
-    if data is None or not load.check_shape(path, data, "overlay.schema.json", entry_level=False):
+    if data is None or not load.check_shape(path, data, "overlay.schema.json", entry_level=False, entries="schedules"):
         return {}
     return data or {}
 
@@ -308,7 +310,8 @@ def effective_loops(
 
 
 def check_sample_tick(load: Load, path, name, entry, cadence, etype, target) -> bool:
-    """A loop whose every tick would be refused is a load error, not a refusal per slot."""
+    """A loop whose every tick would be refused is a load error, not a refusal per slot
+    (validated once per schema and payload shape: ``Load.sample_error``)."""
     sample = {
         **(entry.get("payload") or {}),
         "loop": name,
@@ -322,7 +325,7 @@ def check_sample_tick(load: Load, path, name, entry, cadence, etype, target) -> 
                            target.input_schema if target else None)):
         if schema is None:
             continue
-        err = load.first_error(schema, sample)
+        err = load.sample_error(schema, sample)
         if err is not None:
             where = "/".join(map(str, err.absolute_path)) or "<top>"
             load.error(path, name, "sample_tick_invalid", f"a tick of this loop fails the {label} at {where}: {err.message}")

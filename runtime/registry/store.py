@@ -5,10 +5,17 @@ A bad change on disk keeps the last good registry in force and is reported throu
 last good registry, so it raises. A change is noticed by a cheap fingerprint (path,
 mtime, size); a reload whose bytes did not change costs only reading them, since
 ``load_registry`` memoises by content.
+
+``refresh()`` looks at the files every time it is called (the slot loop, once an
+iteration; the doctor and the commands, once each). ``get_registry()`` — the hot paths:
+every intake request, admission, the worker — looks at most once every
+``CHANGE_CHECK_SECONDS`` per process, and ``current()`` never does (it only loads the
+first registry), so a request does not walk the registry directory.
 """
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -18,6 +25,10 @@ from .loader import load_registry
 from .model import Registry, RegistryError, RegistryInvalid
 
 logger = logging.getLogger(__name__)
+
+#: How often ``get_registry`` looks for changed files, at most, in seconds: an edit takes
+#: effect in the serving processes within about a second, as in the slot loop.
+CHANGE_CHECK_SECONDS = 1.0
 
 
 def watched_files(registry_dir: Path, config_dir: Path) -> list[Path]:
@@ -35,6 +46,8 @@ class RegistryStore:
         self._registry: Registry | None = None
         self._fingerprint: tuple | None = None
         self._errors: list[RegistryError] = []
+        # time.monotonic() of the last look at the files; -inf: never looked.
+        self._checked_at = float("-inf")
 
     def _dirs(self) -> tuple[Path, Path]:
         return Path(settings.FACTORY_REGISTRY_DIR), Path(settings.FACTORY_CONFIG_DIR)
@@ -44,20 +57,29 @@ class RegistryStore:
         return (str(registry_dir), str(config_dir), snapshot(watched_files(registry_dir, config_dir)))
 
     def current(self) -> Registry:
-        """The registry in force; loads it on first use. Raises RegistryInvalid if none is good."""
+        """The registry in force; loads it on first use (or when the settings name other
+        directories). Raises RegistryInvalid if none is good. Does not look for changed files."""
         with self._lock:
-            fingerprint = self._fingerprint_now()
-            if self._registry is None or fingerprint[:2] != (self._fingerprint or (None, None))[:2]:
-                self._load(fingerprint, keep_last_good=False)
+            registry_dir, config_dir = self._dirs()
+            if self._registry is None or (str(registry_dir), str(config_dir)) != (self._fingerprint or (None, None))[:2]:
+                self._checked_at = time.monotonic()
+                self._load(self._fingerprint_now(), keep_last_good=False)
             return self._registry
 
     def refresh(self) -> bool:
         """Re-read the files if they changed. Returns True when a new registry took effect."""
         with self._lock:
+            self._checked_at = time.monotonic()
             fingerprint = self._fingerprint_now()
             if fingerprint == self._fingerprint and self._registry is not None:
                 return False
             return self._load(fingerprint, keep_last_good=self._registry is not None)
+
+    def refresh_if_due(self) -> bool:
+        """``refresh()`` when the last look at the files is ``CHANGE_CHECK_SECONDS`` old; else nothing."""
+        if time.monotonic() - self._checked_at < CHANGE_CHECK_SECONDS:
+            return False
+        return self.refresh()
 
     def _load(self, fingerprint: tuple, keep_last_good: bool) -> bool:
         self._fingerprint = fingerprint
@@ -90,16 +112,18 @@ class RegistryStore:
         """Forget everything (tests that change the registry directories)."""
         with self._lock:
             self._registry, self._fingerprint, self._errors = None, None, []
+            self._checked_at = float("-inf")
 
 
 store = RegistryStore()
 
 
 def get_registry() -> Registry:
-    """The registry in force in this process, re-read first when a file changed.
+    """The registry in force in this process, re-read first when a file changed (looked at
+    at most once every ``CHANGE_CHECK_SECONDS``).
 
     A bad change keeps the last good registry (``store.problems()`` says why); raises
     RegistryInvalid only when this process never had a good one.
     """
-    store.refresh()
+    store.refresh_if_due()
     return store.current()

@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 from lib.instants import InstantError, format_instant, parse_instant
-from lib.json_schema import Validator
+from lib.json_schema import validator_for
 from lib.json_text import canonical_json
 from lib.refusals import Refused
 from runtime.models import DOOR_ACTOR, Door, Event
@@ -55,7 +55,7 @@ class AdmissionRefused(Refused):
 
 def _schema_errors(schema: dict, document, code: str, what: str) -> list[dict]:
     errors = []
-    for err in sorted(Validator(schema).iter_errors(document), key=lambda e: list(map(str, e.absolute_path))):
+    for err in sorted(validator_for(schema).iter_errors(document), key=lambda e: list(map(str, e.absolute_path))):
         where = "/".join(str(p) for p in err.absolute_path) or "<top>"
         errors.append({"code": code, "detail": f"{what} at {where}: {err.message}"})
     return errors

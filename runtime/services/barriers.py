@@ -11,6 +11,7 @@ whose writes are serial, the compare-and-swap update filtered by ``barrier_free`
 nothing.
 """
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q
 
 from runtime.models import BARRIER_HOLDING_STATUSES, Run
@@ -20,6 +21,17 @@ def barrier_free() -> Q:
     """Runs without a barrier, or whose barrier no claimed, running or interrupted run holds."""
     held = Run.objects.filter(barrier=OuterRef("barrier"), status__in=BARRIER_HOLDING_STATUSES)
     return Q(barrier__isnull=True) | ~Exists(held)
+
+
+def barrier_free_sql(alias: str) -> str:
+    """``barrier_free`` as SQL over the runs table aliased ``alias``, for the claim's raw query;
+    the holding statuses are literals, as the partial index ``run_barrier_idx`` needs on SQLite."""
+    statuses = ", ".join(f"'{status}'" for status in BARRIER_HOLDING_STATUSES)
+    table = connection.ops.quote_name(Run._meta.db_table)
+    return (
+        f"({alias}.barrier IS NULL OR NOT EXISTS (SELECT 1 FROM {table} held "
+        f"WHERE held.barrier = {alias}.barrier AND held.status IN ({statuses})))"
+    )
 
 
 def lost_barrier_race(run_id: int) -> bool:

@@ -1,20 +1,25 @@
-"""The planner: admitted events → proposals or approved runs (docs/design.md §7).
+"""The planner's decisions: admitted event → proposal, approved run, NOOP or REFUSED (docs/design.md §7).
 
-``plan_next_event`` handles one event, the oldest unplanned one, in one transaction;
-the slot loop calls it until it returns None. Two planners cannot plan one event
-twice: the event is claimed with a compare-and-swap on ``planned_at``, and proposals
-and runs are unique on the idempotency keys they hold (``runtime.services.idempotency``).
+``decide`` is the whole rule for one event, given whether a key is held and whether a
+singleton loop has a run in flight; both planning paths use it, so they cannot differ:
+``runtime.services.planning_batch`` plans the backlog in chunks with multi-row inserts
+(``plan_pending``), and ``plan_event`` here plans one event in its own transaction —
+the path a chunk falls back to when the database refuses one of its inserts (a race with
+another planner or an approval). Two planners cannot plan one event twice: the event
+is claimed with a compare-and-swap on ``planned_at``, and proposals and runs are unique
+on the idempotency keys they hold (``runtime.services.idempotency``).
 """
 
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
-from lib.json_schema import Validator
+from lib.json_schema import validator_for
 from lib.refusals import Refused
 from runtime.models import (
     ACTIVE_RUN_STATUSES,
@@ -27,11 +32,11 @@ from runtime.models import (
     ProposalStatus,
     Run,
 )
-from runtime.registry import Definition, Registry, get_registry
+from runtime.registry import Definition, Loop, Registry, get_registry
 from runtime.registry.model import PLACEHOLDER, fill_argv
 
 from .idempotency import KEY_MAX_LENGTH, idempotency_key, key_held
-from .journal import record
+from .journal import entry
 from .runs import queue_run
 
 logger = logging.getLogger(__name__)
@@ -63,9 +68,61 @@ class PlanRenderError(Refused):
         super().__init__("plan_render_failed", detail)
 
 
+@dataclass(frozen=True)
+class Decision:
+    """What ``decide`` found for one event.
+
+    A proposal (``outcome`` PROPOSED or APPROVED) comes with its ``key``, ``single``
+    (the singleton key, or None), ``plan``, ``definition`` and ``loop`` (None for a
+    non-tick); a NOOP or REFUSED with its ``reason`` and the journal entry's ``data``.
+    """
+
+    outcome: PlanningOutcome
+    reason: str = ""
+    data: dict | None = None
+    key: str = ""
+    single: str | None = None
+    plan: dict | None = None
+    definition: Definition | None = None
+    loop: Loop | None = None
+
+    @property
+    def proposes(self) -> bool:
+        return self.outcome in (PlanningOutcome.PROPOSED, PlanningOutcome.APPROVED)
+
+
 def singleton_key(loop: str, key: str | None) -> str:
     """The value runs of one singleton loop (and key) share while active."""
     return f"{loop} {key}" if key else loop
+
+
+def singleton_in_flight_query(keys: list[str]) -> tuple[str, list[str]]:
+    """SQL and parameters for the ``singleton_key`` values among ``keys`` that a run holds now
+    (queued, claimed, running or interrupted: docs/design.md §7.3).
+
+    The statuses are written into the SQL as literals, as the partial unique index
+    ``run_one_active_per_singleton`` states them: SQLite uses a partial index only when the
+    query's WHERE repeats the index's condition, and a bound parameter never does, so
+    with parameters every planned tick would scan the whole runs table.
+    """
+    statuses = ", ".join(f"'{status}'" for status in ACTIVE_RUN_STATUSES)
+    marks = ", ".join(["%s"] * len(keys))
+    table = connection.ops.quote_name(Run._meta.db_table)
+    return (
+        f"SELECT DISTINCT singleton_key FROM {table} WHERE singleton_key IN ({marks}) AND status IN ({statuses})",
+        list(keys),
+    )
+
+
+def singletons_in_flight(keys) -> set[str]:
+    """The singleton keys among ``keys`` that an active run holds (one query; none for no keys)."""
+    keys = sorted(set(keys))
+    if not keys:
+        return set()
+    sql, params = singleton_in_flight_query(keys)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0] for row in cursor.fetchall()}
 
 
 def plan_time_values() -> dict[str, str]:
@@ -148,106 +205,169 @@ def approval_policy(event: Event, registry: Registry) -> str:
     return "watched"
 
 
-def plan_next_event(*, now: datetime, registry: Registry | None = None) -> PlanningResult | None:
-    """Plan the oldest unplanned event at ``now``; None when there is none waiting.
-
-    Returns the decision (also recorded on the event and in the journal). When another
-    planner claimed the candidate first, plans the next one.
-    """
-    registry = registry or get_registry()
-    while True:
-        candidate = (
-            Event.objects.filter(planned_at__isnull=True).order_by("id").values_list("id", flat=True).first()
-        )
-        if candidate is None:
-            return None
-        with transaction.atomic():
-            if not Event.objects.filter(pk=candidate, planned_at__isnull=True).update(planned_at=now):
-                continue
-            event = Event.objects.get(pk=candidate)
-            result = _plan(event, registry, now)
-            Event.objects.filter(pk=event.pk).update(planning_outcome=result.outcome, planning_reason=result.reason)
-        log = logger.warning if result.outcome == PlanningOutcome.REFUSED else logger.info
-        log(
-            "planned %s: %s %s",
-            event.uid, result.outcome, result.reason,
-            extra={"action": "event_planned", "eventId": event.uid, "outcome": result.outcome},
-        )
-        return result
-
-
-def plan_pending(*, now: datetime, limit: int = 1000, registry: Registry | None = None) -> int:
-    """Plan up to ``limit`` waiting events; returns how many were planned."""
-    count = 0
-    while count < limit and plan_next_event(now=now, registry=registry) is not None:
-        count += 1
-    return count
-
-
-def _finish(event: Event, outcome: PlanningOutcome, reason: str, now: datetime, data: dict | None = None):
-    action = {"NOOP": "event_noop", "REFUSED": "event_refused"}[outcome]
-    record(action, Actor.SYSTEM, at=now, event=event, data={"reason": reason, **(data or {})})
-    return PlanningResult(event, outcome, reason)
-
-
-def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
+def loop_and_keys(event: Event, registry: Registry) -> tuple[str, str | None] | None:
+    """``(idempotency key, singleton key or None)`` the event would be planned under, or None
+    when its type or loop is unknown (``decide`` refuses those)."""
     event_type = registry.event_types.get(event.type)
     if event_type is None:
-        return _finish(event, PlanningOutcome.REFUSED, "unregistered_type", now)
+        return None
+    loop = registry.loops.get(event.loop) if event.is_tick else None
+    if event.is_tick and loop is None:
+        return None
+    key = idempotency_key(event, registry.definitions[event_type.target])
+    return key, singleton_key(loop.name, event.loop_key) if loop is not None and loop.singleton else None
+
+
+def _ended(outcome: PlanningOutcome, reason: str, data: dict | None = None) -> Decision:
+    return Decision(outcome, reason, data or {})
+
+
+def decide(event: Event, registry: Registry, *, held: Callable[[str], bool],
+           in_flight: Callable[[str], bool]) -> Decision:
+    """The planner's rule for ``event`` (docs/design.md §7), in its order: type, loop, input
+    schema, key, a held key, a singleton in flight, the plan, the approval policy.
+
+    ``held(key)`` says whether a proposal holds the idempotency key, ``in_flight(single)``
+    whether a run holds the singleton loop; nothing is written here.
+    """
+    event_type = registry.event_types.get(event.type)
+    if event_type is None:
+        return _ended(PlanningOutcome.REFUSED, "unregistered_type")
     definition = registry.definitions[event_type.target]
     loop = registry.loops.get(event.loop) if event.is_tick else None
     if event.is_tick and loop is None:
-        return _finish(event, PlanningOutcome.REFUSED, "unknown_loop", now, {"loop": event.loop})
+        return _ended(PlanningOutcome.REFUSED, "unknown_loop", {"loop": event.loop})
     if definition.input_schema is not None:
-        errors = [e.message for e in Validator(definition.input_schema).iter_errors(event.payload)]
+        errors = [e.message for e in validator_for(definition.input_schema).iter_errors(event.payload)]
         if errors:
-            return _finish(event, PlanningOutcome.REFUSED, "input_schema_violation", now, {"errors": errors[:10]})
+            return _ended(PlanningOutcome.REFUSED, "input_schema_violation", {"errors": errors[:10]})
     key = idempotency_key(event, definition)
     if len(key) > KEY_MAX_LENGTH:
-        return _finish(event, PlanningOutcome.REFUSED, "idempotency_key_too_long", now, {"length": len(key)})
-    if key_held(key):
-        return _finish(event, PlanningOutcome.NOOP, "duplicate_idempotency_key", now, {"idempotencyKey": key})
+        return _ended(PlanningOutcome.REFUSED, "idempotency_key_too_long", {"length": len(key)})
+    if held(key):
+        return _ended(PlanningOutcome.NOOP, "duplicate_idempotency_key", {"idempotencyKey": key})
     single = singleton_key(loop.name, event.loop_key) if loop is not None and loop.singleton else None
-    if single and Run.objects.filter(singleton_key=single, status__in=ACTIVE_RUN_STATUSES).exists():
-        return _finish(event, PlanningOutcome.NOOP, "previous_run_in_flight", now, {"loop": loop.name})
+    if single and in_flight(single):
+        return _ended(PlanningOutcome.NOOP, "previous_run_in_flight", {"loop": loop.name})
     try:
         plan = render_plan(definition, event, registry)
     except PlanRenderError as exc:
-        return _finish(event, PlanningOutcome.REFUSED, "plan_render_failed", now, {"detail": str(exc)})
-
+        return _ended(PlanningOutcome.REFUSED, "plan_render_failed", {"detail": str(exc)})
     auto = approval_policy(event, registry) == "auto"
-    door_actor = DOOR_ACTOR[Door(event.door)]
+    return Decision(
+        PlanningOutcome.APPROVED if auto else PlanningOutcome.PROPOSED,
+        key=key, single=single, plan=plan, definition=definition, loop=loop,
+    )
+
+
+def new_proposal(event: Event, decision: Decision, registry: Registry, now: datetime) -> Proposal:
+    """The unsaved proposal of a proposing ``decision``: approved by the event's door when auto."""
+    auto = decision.outcome == PlanningOutcome.APPROVED
+    loop = decision.loop
+    return Proposal(
+        event=event,
+        idempotency_key=decision.key,
+        loop=loop.name if loop else None,
+        loop_key=event.loop_key if loop else None,
+        catch_up=loop.catch_up if loop else "",
+        singleton_key=decision.single,
+        barrier=decision.definition.barrier,
+        definition=decision.definition.ref,
+        status=ProposalStatus.APPROVED if auto else ProposalStatus.PENDING,
+        plan=decision.plan,
+        registry_digest=registry.digest,
+        created_at=now,
+        actor=DOOR_ACTOR[Door(event.door)] if auto else "",
+        decided_at=now if auto else None,
+    )
+
+
+def proposal_entry(event: Event, proposal: Proposal, decision: Decision, now: datetime):
+    """The journal entry of a saved proposal: ``proposal_auto_approved`` by the door, or
+    ``proposal_created`` by ``system``."""
+    auto = decision.outcome == PlanningOutcome.APPROVED
+    return entry(
+        "proposal_auto_approved" if auto else "proposal_created",
+        DOOR_ACTOR[Door(event.door)] if auto else Actor.SYSTEM,
+        at=now,
+        event=event,
+        proposal=proposal,
+        data={"definition": decision.definition.ref, "idempotencyKey": decision.key,
+              "approval": "auto" if auto else "watched"},
+    )
+
+
+def ended_entry(event: Event, decision: Decision, now: datetime):
+    """The journal entry of a NOOP (``event_noop``) or REFUSED (``event_refused``) decision."""
+    action = {"NOOP": "event_noop", "REFUSED": "event_refused"}[decision.outcome]
+    return entry(action, Actor.SYSTEM, at=now, event=event, data={"reason": decision.reason, **(decision.data or {})})
+
+
+def log_planned(event: Event, outcome: str, reason: str) -> None:
+    log = logger.warning if outcome == PlanningOutcome.REFUSED else logger.info
+    log(
+        "planned %s: %s %s", event.uid, outcome, reason,
+        extra={"action": "event_planned", "eventId": event.uid, "outcome": outcome},
+    )
+
+
+def plan_event(event_id: int, *, now: datetime, registry: Registry | None = None) -> PlanningResult | None:
+    """Plan the event ``event_id`` alone, in its own transaction, at ``now``; None when it was
+    planned already (another planner claimed it first).
+
+    Returns the decision (also recorded on the event and in the journal).
+    """
+    registry = registry or get_registry()
+    with transaction.atomic():
+        if not Event.objects.filter(pk=event_id, planned_at__isnull=True).update(planned_at=now):
+            return None
+        event = Event.objects.get(pk=event_id)
+        result = _plan(event, registry, now)
+        Event.objects.filter(pk=event.pk).update(planning_outcome=result.outcome, planning_reason=result.reason)
+    log_planned(event, result.outcome, result.reason)
+    return result
+
+
+def plan_pending(*, now: datetime, limit: int = 1000, registry: Registry | None = None) -> int:
+    """Plan up to about ``limit`` waiting events, oldest first, in chunks; returns how many were planned.
+
+    See ``runtime.services.planning_batch.plan_batch``.
+    """
+    # Imported here: the batch planner is built on this module's decisions.
+    from .planning_batch import CHUNK_SIZE, plan_batch
+
+    registry = registry or get_registry()
+    count = 0
+    while count < limit:
+        planned = plan_batch(now=now, registry=registry, size=min(CHUNK_SIZE, limit - count))
+        if not planned:
+            break
+        count += planned
+    return count
+
+
+def _in_flight(single: str) -> bool:
+    return bool(singletons_in_flight([single]))
+
+
+def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
+    decision = decide(event, registry, held=key_held, in_flight=_in_flight)
+    if not decision.proposes:
+        ended_entry(event, decision, now).save(force_insert=True)
+        return PlanningResult(event, decision.outcome, decision.reason)
+    auto = decision.outcome == PlanningOutcome.APPROVED
     try:
         with transaction.atomic():
-            proposal = Proposal.objects.create(
-                event=event,
-                idempotency_key=key,
-                loop=loop.name if loop else None,
-                loop_key=event.loop_key if loop else None,
-                catch_up=loop.catch_up if loop else "",
-                singleton_key=single,
-                barrier=definition.barrier,
-                definition=definition.ref,
-                status=ProposalStatus.APPROVED if auto else ProposalStatus.PENDING,
-                plan=plan,
-                registry_digest=registry.digest,
-                created_at=now,
-                actor=door_actor if auto else "",
-                decided_at=now if auto else None,
-            )
-            record(
-                "proposal_auto_approved" if auto else "proposal_created",
-                door_actor if auto else Actor.SYSTEM,
-                at=now,
-                event=event,
-                proposal=proposal,
-                data={"definition": definition.ref, "idempotencyKey": key, "approval": "auto" if auto else "watched"},
-            )
-            run = queue_run(proposal, actor=door_actor, approved_by=None, now=now) if auto else None
+            proposal = new_proposal(event, decision, registry, now)
+            proposal.save(force_insert=True)
+            proposal_entry(event, proposal, decision, now).save(force_insert=True)
+            run = queue_run(proposal, actor=DOOR_ACTOR[Door(event.door)], approved_by=None, now=now) if auto else None
     except IntegrityError:
-        # A run of this singleton loop was queued between the check above and here.
-        if single and Run.objects.filter(singleton_key=single, status__in=ACTIVE_RUN_STATUSES).exists():
-            return _finish(event, PlanningOutcome.NOOP, "previous_run_in_flight", now, {"loop": loop.name})
-        return _finish(event, PlanningOutcome.NOOP, "duplicate_idempotency_key", now, {"idempotencyKey": key})
-    outcome = PlanningOutcome.APPROVED if auto else PlanningOutcome.PROPOSED
-    return PlanningResult(event, outcome, "", proposal, run)
+        # A run of this singleton loop, or a proposal of this key, was queued between the checks above and here.
+        if decision.single and _in_flight(decision.single):
+            raced = _ended(PlanningOutcome.NOOP, "previous_run_in_flight", {"loop": decision.loop.name})
+        else:
+            raced = _ended(PlanningOutcome.NOOP, "duplicate_idempotency_key", {"idempotencyKey": decision.key})
+        ended_entry(event, raced, now).save(force_insert=True)
+        return PlanningResult(event, raced.outcome, raced.reason)
+    return PlanningResult(event, decision.outcome, "", proposal, run)

@@ -14,28 +14,26 @@ from django.db.models import F
 
 from runtime.adapters.base import RunResult
 from runtime.adapters.command import KILL_GRACE_SECONDS
-from runtime.models import Actor, Event, Proposal, Run, RunStatus
+from runtime.models import Actor, Event, Proposal, Run, RunStatus, run_lane
 from runtime.registry import Registry, get_registry
 
 from .barriers import barrier_free, lost_barrier_race
 from .chains import ChainBroken, chain_envelopes
 from .idempotency import release_after_finish, release_idempotency_key
-from .journal import record
+from .journal import entry, record
 from .outbox import write_outbox
+from .queue import next_claimable, serve_lane
 
 logger = logging.getLogger(__name__)
 
 LEASED_STATUSES = (RunStatus.CLAIMED, RunStatus.RUNNING)
 
 
-def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:
-    """Create the queued run of an approved proposal and journal it.
-
-    Raises IntegrityError when the proposal's singleton loop already has an active run
-    (the database constraint ``run_one_active_per_singleton``). Call inside a transaction.
-    """
+def new_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:
+    """The unsaved queued run of an approved proposal (``queue_run`` saves one; batched
+    planning inserts many at once)."""
     plan = proposal.plan
-    run = Run.objects.create(
+    return Run(
         proposal=proposal,
         event_id=proposal.event_id,
         idempotency_key=proposal.idempotency_key,
@@ -44,6 +42,7 @@ def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -
         loop_key=proposal.loop_key,
         singleton_key=proposal.singleton_key,
         barrier=proposal.barrier,
+        lane=run_lane(proposal.loop, proposal.event.door),
         max_attempts=plan["maxAttempts"],
         timeout_seconds=plan["timeoutSeconds"],
         plan=plan,
@@ -52,24 +51,39 @@ def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -
         approved_by=approved_by,
         queued_at=now,
     )
-    record(
+
+
+def run_queued_entry(run: Run, *, now: datetime):
+    """The unsaved ``run_queued`` journal entry of a saved run (by its actor, naming the approver)."""
+    return entry(
         "run_queued",
-        actor,
+        run.actor,
         at=now,
-        actor_name=approved_by.get_username() if approved_by else "",
-        event=proposal.event,
-        proposal=proposal,
+        actor_name=run.approved_by.get_username() if run.approved_by else "",
+        proposal=run.proposal,
         run=run,
         data={"definition": run.definition},
     )
+
+
+def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:
+    """Create the queued run of an approved proposal and journal it.
+
+    Raises IntegrityError when the proposal's singleton loop already has an active run
+    (the database constraint ``run_one_active_per_singleton``). Call inside a transaction.
+    """
+    run = new_run(proposal, actor=actor, approved_by=approved_by, now=now)
+    run.save(force_insert=True)
+    run_queued_entry(run, now=now).save(force_insert=True)
     return run
 
 
 def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | None:
-    """Claim the oldest queued run for ``worker`` with a lease until ``now + lease_seconds``.
+    """Claim the next queued run for ``worker`` with a lease until ``now + lease_seconds``.
 
-    Returns the claimed run (attempt already counted) or None when the queue is empty.
-    A run whose barrier another run holds waits (``runtime.services.barriers``).
+    Returns the claimed run (attempt already counted) or None when no run is claimable.
+    The next run is the oldest of the lane served longest ago (``runtime.services.queue``);
+    a run whose barrier another run holds waits (``runtime.services.barriers``).
     PostgreSQL locks the row with ``SELECT … FOR UPDATE SKIP LOCKED`` and tries again when
     another worker took the same barrier first; SQLite, which ignores row locks, claims
     with a compare-and-swap update and tries the next row when another worker won.
@@ -82,28 +96,24 @@ def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | N
         while True:
             try:
                 with transaction.atomic(durable=True):
-                    run_id = (
-                        Run.objects.select_for_update(skip_locked=True)
-                        .filter(barrier_free(), status=RunStatus.QUEUED)
-                        .order_by("id")
-                        .values_list("id", flat=True)
-                        .first()
-                    )
-                    if run_id is None:
+                    found = next_claimable(lock=True)
+                    if found is None:
                         return None
+                    run_id, lane = found
                     Run.objects.filter(pk=run_id).update(**changes)
+                    serve_lane(lane)
                     return _journal_claim(run_id, worker, now)
             except IntegrityError:
                 if not lost_barrier_race(run_id):
                     raise
     while True:
-        run_id = (
-            Run.objects.filter(barrier_free(), status=RunStatus.QUEUED).order_by("id").values_list("id", flat=True).first()
-        )
-        if run_id is None:
+        found = next_claimable(lock=False)
+        if found is None:
             return None
+        run_id, lane = found
         with transaction.atomic():
             if Run.objects.filter(barrier_free(), pk=run_id, status=RunStatus.QUEUED).update(**changes):
+                serve_lane(lane)
                 return _journal_claim(run_id, worker, now)
 
 

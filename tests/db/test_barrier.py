@@ -6,7 +6,6 @@ from unittest import mock
 
 import pytest
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 
 from runtime.adapters.base import RunResult
 from runtime.models import JournalEntry, Proposal, Run
@@ -91,9 +90,10 @@ def test_a_claim_that_saw_the_barrier_free_loses_the_race_and_claims_nothing(reg
     update; either way the claim moves on and the second merge stays queued."""
     alpha, beta = two_approved_merges(approver)
     claim("w1")
-    views = [Q(pk__isnull=False)]                                  # the first read sees every barrier free
-    real = barriers.barrier_free
-    with mock.patch("runtime.services.runs.barrier_free", side_effect=lambda: views.pop() if views else real()):
+    views = ["(1 = 1)"]                                            # the first read sees every barrier free
+    real = barriers.barrier_free_sql
+    with mock.patch("runtime.services.queue.barrier_free_sql",
+                    side_effect=lambda alias: views.pop() if views else real(alias)):
         assert claim("w2", 1) is None
     assert views == []
     beta.refresh_from_db()

@@ -1,6 +1,8 @@
 """Registry validation, fail closed, each rule with its exact error (docs/design.md §4)."""
 
+import importlib
 import json
+import types
 
 import pytest
 from django.conf import settings
@@ -208,15 +210,35 @@ def test_out_of_range_knobs_fail_the_system_check(settings):
         call_command("check")
 
 
-def test_a_running_process_sees_a_changed_registry_and_keeps_the_last_good_one(registry_files):
+def test_a_running_process_sees_a_changed_registry_and_keeps_the_last_good_one(registry_files, monkeypatch):
     from runtime.registry import get_registry, store
 
+    monkeypatch.setattr(importlib.import_module("runtime.registry.store"), "CHANGE_CHECK_SECONDS", 0)
     assert "reaper" in get_registry().loops
     (registry_files.config_dir / "schedule.yaml").write_text("schedules:\n  reaper:\n    enabled: true\n    every: 1m\n")
     assert get_registry().loops["reaper"].every == "1m"
     (registry_files.config_dir / "schedule.yaml").write_text("schedules:\n  reaper:\n    enabeld: true\n")
     assert get_registry().loops["reaper"].every == "1m"
     assert [e.rule for e in store.problems()] == ["schema"]
+
+
+def test_get_registry_looks_at_the_files_at_most_once_a_second(registry_files, monkeypatch):
+    from runtime.registry import get_registry
+
+    store_module = importlib.import_module("runtime.registry.store")
+    clock = [100.0]
+    monkeypatch.setattr(store_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    looks = []
+    real = store_module.watched_files
+    monkeypatch.setattr(store_module, "watched_files", lambda *dirs: looks.append(clock[0]) or real(*dirs))
+    overlay = registry_files.config_dir / "schedule.yaml"
+    assert get_registry().loops["reaper"].every == "60m"
+    overlay.write_text("schedules:\n  reaper:\n    every: 1m\n")
+    clock[0] = 100.9
+    assert [get_registry().loops["reaper"].every for _ in range(50)] == ["60m"] * 50
+    clock[0] = 101.0
+    assert get_registry().loops["reaper"].every == "1m"
+    assert looks == [100.0, 101.0]
 
 
 def test_a_bad_value_written_in_the_overlay_is_reported_against_the_overlay(registry_files):

@@ -1,0 +1,176 @@
+"""Batched planning: the backlog in chunks, each one transaction with multi-row inserts (docs/design.md §7).
+
+``plan_batch`` claims up to ``size`` of the oldest unplanned events and plans them with
+``planning.decide`` — the rule ``planning.plan_event`` applies to one event — in
+admission order: which keys are held and which singleton loops have a run in flight is
+read once for the whole chunk (two queries) and kept up to date in memory as the chunk's
+own proposals and runs are decided, so a chunk decides exactly what planning its events
+one at a time would. Then proposals, runs and journal entries are inserted with one
+multi-row insert per table and the events' outcomes set with one update per outcome.
+
+Several planners share the backlog instead of racing for it. On PostgreSQL each claims
+its chunk with ``SELECT … FOR UPDATE SKIP LOCKED``, so two planners take different
+events; an event is left for later when an older event of its correlation, or of its
+loop (and key), is still unplanned outside the chunk — another planner holds it — so
+events of one loop and of one correlation are still planned in admission order, and
+parallelism is across them. On SQLite every transaction takes the write lock at BEGIN
+(``transaction_mode: IMMEDIATE``), so one planner plans at a time and the next one's
+chunk starts after it. Either way the events are claimed with a compare-and-swap on
+``planned_at``: two planners never plan one event twice.
+
+When the database refuses one of a chunk's inserts (another planner or an approval took
+a key or a singleton loop meanwhile), the chunk is rolled back and its events are
+planned one at a time, each deciding again (``planning.plan_event``).
+"""
+
+import logging
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+
+from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
+
+from .journal import record_many
+from .planning import (
+    Decision,
+    decide,
+    ended_entry,
+    log_planned,
+    loop_and_keys,
+    new_proposal,
+    plan_event,
+    proposal_entry,
+    singletons_in_flight,
+)
+from .runs import new_run, run_queued_entry
+
+logger = logging.getLogger(__name__)
+
+#: Events planned per transaction: large enough that a burst of 10,000 ticks is a few dozen
+#: transactions, small enough that a chunk's locks and its retry one at a time stay short.
+CHUNK_SIZE = 500
+
+
+class ChunkLost(Exception):
+    """A chunk's events were not all still unplanned when claimed; it is rolled back."""
+
+
+def plan_batch(*, now: datetime, registry, size: int = CHUNK_SIZE) -> int:
+    """Claim and plan up to ``size`` of the oldest unplanned events at ``now``; returns how many
+    were planned (0: none waiting, or every waiting one is held by another planner)."""
+    events: list[Event] = []
+    try:
+        with transaction.atomic():
+            events = _claim(size, now)
+            if not events:
+                return 0
+            decided = _decide_chunk(events, registry)
+            _write(decided, registry, now)
+    except ChunkLost:
+        # Only a planner that ignored the locks (or the write lock) could have taken them.
+        logger.warning("a chunk's events were planned meanwhile; it was rolled back", extra={"action": "planning_chunk_lost"})
+        return 0
+    except IntegrityError:
+        logger.info("a chunk of %s events met a concurrent change; planning them one at a time", len(events),
+                    extra={"action": "planning_chunk_retried"})
+        return sum(1 for event in events if plan_event(event.pk, now=now, registry=registry) is not None)
+    for event, decision in decided:
+        log_planned(event, decision.outcome, decision.reason)
+    return len(decided)
+
+
+def _claim(size: int, now: datetime) -> list[Event]:
+    """The chunk: up to ``size`` of the oldest unplanned events this planner may plan now,
+    locked (PostgreSQL) and marked planned at ``now``, in admission order."""
+    ids = list(
+        Event.objects.select_for_update(skip_locked=True).filter(planned_at__isnull=True)
+        .order_by("id").values_list("id", flat=True)[:size]
+    )
+    if not ids:
+        return []
+    events = list(Event.objects.filter(pk__in=ids).order_by("id"))
+    events = _in_admission_order(events)
+    if not events:
+        return []
+    if Event.objects.filter(pk__in=[e.pk for e in events], planned_at__isnull=True).update(planned_at=now) != len(events):
+        raise ChunkLost
+    return events
+
+
+def _in_admission_order(events: list[Event]) -> list[Event]:
+    """``events`` less those with an older unplanned event of their correlation or of their
+    loop (and key) outside the chunk — another planner has it — and less every later event
+    of such a correlation or loop: they wait for a later chunk."""
+    older = (
+        Event.objects.filter(planned_at__isnull=True, id__lt=events[-1].pk)
+        .exclude(pk__in=[e.pk for e in events])
+        .values_list("id", "correlation_id", "door", "loop", "loop_key")
+    )
+    first_held_correlation: dict[str, int] = {}
+    first_held_loop: dict[tuple, int] = {}
+    for pk, correlation, door, loop, loop_key in older:
+        first_held_correlation[correlation] = min(pk, first_held_correlation.get(correlation, pk))
+        if door == Door.SCHEDULE and loop is not None:
+            first_held_loop[(loop, loop_key)] = min(pk, first_held_loop.get((loop, loop_key), pk))
+    if not first_held_correlation:
+        return events
+    kept = []
+    for event in events:
+        loop = (event.loop, event.loop_key) if event.is_tick else None
+        if first_held_correlation.get(event.correlation_id, event.pk) < event.pk or (
+            loop is not None and first_held_loop.get(loop, event.pk) < event.pk
+        ):
+            # Everything of this correlation and loop after it waits too.
+            first_held_correlation.setdefault(event.correlation_id, event.pk)
+            if loop is not None:
+                first_held_loop.setdefault(loop, event.pk)
+            continue
+        kept.append(event)
+    return kept
+
+
+def _decide_chunk(events: list[Event], registry) -> list[tuple[Event, Decision]]:
+    """Each event's decision, in order, as if the ones before it had been written."""
+    keys = {found for event in events if (found := loop_and_keys(event, registry)) is not None}
+    held = set(
+        Proposal.objects.filter(idempotency_key__in={key for key, _ in keys}, key_released_at__isnull=True)
+        .values_list("idempotency_key", flat=True)
+    )
+    in_flight = singletons_in_flight(single for _, single in keys if single)
+    decided = []
+    for event in events:
+        decision = decide(event, registry, held=held.__contains__, in_flight=in_flight.__contains__)
+        if decision.proposes:
+            held.add(decision.key)
+            if decision.outcome == PlanningOutcome.APPROVED and decision.single:
+                in_flight.add(decision.single)
+        decided.append((event, decision))
+    return decided
+
+
+def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> None:
+    """Insert the chunk's proposals, runs and journal entries (one multi-row insert each, the
+    journal in the order planning one at a time writes it) and set the events' outcomes."""
+    proposing = [(event, decision) for event, decision in decided if decision.proposes]
+    proposals = Proposal.objects.bulk_create([new_proposal(event, decision, registry, now) for event, decision in proposing])
+    by_event = {proposal.event_id: proposal for proposal in proposals}
+    runs = Run.objects.bulk_create([
+        new_run(by_event[event.pk], actor=DOOR_ACTOR[Door(event.door)], approved_by=None, now=now)
+        for event, decision in proposing if decision.outcome == PlanningOutcome.APPROVED
+    ])
+    run_of = {run.proposal_id: run for run in runs}
+    entries = []
+    for event, decision in decided:
+        if not decision.proposes:
+            entries.append(ended_entry(event, decision, now))
+            continue
+        proposal = by_event[event.pk]
+        entries.append(proposal_entry(event, proposal, decision, now))
+        if proposal.pk in run_of:
+            entries.append(run_queued_entry(run_of[proposal.pk], now=now))
+    record_many(entries)
+    groups: dict[tuple[str, str], list[int]] = {}
+    for event, decision in decided:
+        groups.setdefault((decision.outcome, decision.reason), []).append(event.pk)
+    for (outcome, reason), ids in groups.items():
+        Event.objects.filter(pk__in=ids).update(planning_outcome=outcome, planning_reason=reason)

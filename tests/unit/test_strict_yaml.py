@@ -1,0 +1,39 @@
+"""The configuration YAML loader (lib/strict_yaml.py): libyaml's parser, YAML 1.1's traps removed."""
+
+import datetime
+
+import pytest
+import yaml
+
+from lib.strict_yaml import StrictLoader, load_yaml
+
+
+def test_it_parses_with_libyaml():
+    assert issubclass(StrictLoader, yaml.CSafeLoader)
+
+
+def test_a_key_twice_in_one_mapping_is_an_error():
+    with pytest.raises(yaml.constructor.ConstructorError) as raised:
+        load_yaml("schedules:\n  reaper:\n    enabled: true\nschedules:\n  heartbeat: {}\n")
+    assert raised.value.problem == "found the key 'schedules' twice"
+    assert (raised.value.problem_mark.line, raised.value.problem_mark.column) == (3, 0)
+
+
+def test_a_key_twice_deeper_down_is_an_error_too():
+    with pytest.raises(yaml.constructor.ConstructorError, match="found the key 'every' twice"):
+        load_yaml("schedules:\n  reaper:\n    every: 5m\n    every: 10m\n")
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("12:00", "12:00"), ("1:30:00", "1:30:00"), ("190:20:30.15", "190:20:30.15"),
+    ("42", 42), ("-7", -7), ("0x1f", 31), ("0o17", "0o17"), ("017", 15), ("1_000", 1000),
+    ("1.5", 1.5), ("1e3", "1e3"), ("1.0e+3", 1000.0), (".inf", float("inf")),
+    ("true", True), ("no", False), ("~", None), ("2026-11-30", datetime.date(2026, 11, 30)),
+])
+def test_scalars_are_what_they_look_like(text, value):
+    assert load_yaml(f"x: {text}\n") == {"x": value}
+
+
+def test_a_syntax_error_is_a_yaml_error():
+    with pytest.raises(yaml.YAMLError):
+        load_yaml("schedules:\n  reaper: [unclosed\n")
