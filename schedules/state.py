@@ -7,21 +7,117 @@ re-enabling it does not replay the slots it missed, and ``enabledSince`` is when
 slot loop last saw the loop turned on.
 """
 
+import hashlib
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
+from django.db import connection, transaction
+from django.db.models import DateTimeField, Q
 
+from lib.calendar import loop_rule
+from lib.json_text import canonical_json
 from runtime.registry import Loop, Registry
 
-from .models import ScheduleState
+from .models import ScheduleState, ScheduleSync
 
 logger = logging.getLogger(__name__)
+
+
+#: States one ``UPDATE … FROM (VALUES …)`` advances: 4 parameters a row.
+UPDATE_ROWS = 1000
+#: The ``ScheduleSync`` row of the interval and time-of-day loops.
+SYNC_NAME = "loops"
 
 
 def read_states() -> dict[str, ScheduleState]:
     """Every loop's state, by loop name."""
     return {state.loop: state for state in ScheduleState.objects.all()}
+
+
+def next_due_of(loop: Loop | None, state: ScheduleState, now: datetime) -> datetime | None:
+    """When ``state``'s loop next has a slot to fire: the slot after its last fired one;
+    ``now`` for a loop that never fired or is re-enabled (it fires fresh); None for a
+    disabled, removed or keyed loop. Pure."""
+    if loop is None or not loop.enabled or loop.keyed is not None:
+        return None
+    if not state.enabled or state.last_slot is None:
+        return now
+    rule = loop_rule(loop)
+    return rule.after(rule.floor(state.last_slot))
+
+
+def loops_fingerprint(registry: Registry) -> str:
+    """SHA-256 of what ``next_due`` depends on, over every loop: name, enabled, slot rule,
+    keyed or not (the registry digest leaves the overlay out, which enables loops). Cached
+    for the registry in force."""
+    cached = _fingerprints.get("registry")
+    if cached is not None and cached[0] is registry:
+        return cached[1]
+    text = canonical_json([
+        [name, loop.enabled, loop.cadence_seconds, loop.at, loop.timezone, list(loop.days), loop.keyed is not None]
+        for name, loop in sorted(registry.loops.items())
+    ])
+    fingerprint = hashlib.sha256(text.encode()).hexdigest()
+    _fingerprints["registry"] = (registry, fingerprint)
+    return fingerprint
+
+
+_fingerprints: dict[str, tuple[Registry, str]] = {}
+
+
+def ensure_synced(registry: Registry, now: datetime) -> bool:
+    """``sync_registry`` when the states were last synced with other loops (one query when
+    not); returns True when it synced."""
+    fingerprint = loops_fingerprint(registry)
+    if ScheduleSync.objects.filter(name=SYNC_NAME, fingerprint=fingerprint).exists():
+        return False
+    with transaction.atomic():
+        sync_registry(registry, now)
+        ScheduleSync.objects.update_or_create(name=SYNC_NAME, defaults={"fingerprint": fingerprint, "synced_at": now})
+    return True
+
+
+def sync_registry(registry: Registry, now: datetime) -> None:
+    """Bring every state in line with ``registry`` at ``now``: mark the disabled and removed
+    loops, create the rows of loops seen for the first time, and recompute every
+    ``next_due`` that differs. Reads every row: ``ensure_synced`` runs it when the loops
+    change, not every iteration."""
+    states = read_states()
+    record_disabled(registry, states)
+    record_first_seen(registry, states, now)
+    if any(name not in states for name, loop in registry.loops.items() if loop.enabled):
+        states = read_states()
+    changed = []
+    for name, state in states.items():
+        due = next_due_of(registry.loops.get(name), state, now)
+        if due != state.next_due:
+            state.next_due = due
+            changed.append(state)
+    ScheduleState.objects.bulk_update(changed, ["next_due"], batch_size=UPDATE_ROWS)
+
+
+def due_states(*, due_by: datetime, future_after: datetime) -> dict[str, ScheduleState]:
+    """The states due at ``due_by`` and those whose last slot lies after ``future_after``
+    (to repair, ``schedules.repair``), by loop name: one query on the two indexes."""
+    rows = ScheduleState.objects.filter(Q(next_due__lte=due_by) | Q(last_slot__gt=future_after))
+    return {state.loop: state for state in rows}
+
+
+def set_next_due(states: list[ScheduleState]) -> None:
+    """Store the ``next_due`` already set on ``states`` (a fetched row found not due after all)."""
+    ScheduleState.objects.bulk_update(states, ["next_due"], batch_size=UPDATE_ROWS)
+
+
+@dataclass(frozen=True)
+class Advance:
+    """A loop's newest tick of a batch: its slot, eventId, next due, and whether it fired fresh."""
+
+    loop: str
+    slot: datetime
+    event_id: str
+    next_due: datetime
+    fresh: bool
 
 
 def record_disabled(registry: Registry, states: dict[str, ScheduleState]) -> None:
@@ -53,19 +149,42 @@ def record_first_seen(registry: Registry, states: dict[str, ScheduleState], now:
         ScheduleState.objects.bulk_create(new, ignore_conflicts=True)
 
 
-def advance_loop(loop: str, slot: datetime, event_id: str, now: datetime, *, fresh: bool) -> None:
-    """Record a tick of ``loop`` for ``slot`` admitted at ``now``; call in the admitting transaction.
+def advance_loops(advances: list[Advance], now: datetime) -> None:
+    """Record a batch of ticks admitted at ``now`` (one ``Advance`` per loop, its newest
+    tick); call in the admitting transaction, after ``sync_registry`` made the rows.
 
     A ``fresh`` loop (never fired, or re-enabled) gets ``enabledSince = now``. The last
-    slot only moves forward: a second process that fired an older slot changes nothing.
+    slot (with the last eventId and the next due) only moves forward: a second process
+    that fired an older slot changes nothing. One ``UPDATE … FROM (VALUES …)`` per
+    ``UPDATE_ROWS`` loops (PostgreSQL; SQLite 3.33+), and two updates for the fresh ones.
     """
-    state, created = ScheduleState.objects.get_or_create(loop=loop, defaults={"enabled": True, "enabled_since": now})
-    if fresh and not created:
-        ScheduleState.objects.filter(pk=state.pk, enabled=False).update(enabled=True, enabled_since=now)
-        ScheduleState.objects.filter(pk=state.pk, enabled_since__isnull=True).update(enabled_since=now)
-    ScheduleState.objects.filter(pk=state.pk).filter(Q(last_slot__lt=slot) | Q(last_slot__isnull=True)).update(
-        last_slot=slot, last_event_id=event_id, last_tick_at=now
+    fresh = [a.loop for a in advances if a.fresh]
+    if fresh:
+        ScheduleState.objects.filter(loop__in=fresh, enabled=False).update(enabled=True, enabled_since=now)
+        ScheduleState.objects.filter(loop__in=fresh, enabled_since__isnull=True).update(enabled_since=now)
+    for first in range(0, len(advances), UPDATE_ROWS):
+        _advance_rows(advances[first:first + UPDATE_ROWS], now)
+
+
+def _advance_rows(advances: list[Advance], now: datetime) -> None:
+    instant = DateTimeField()
+    quote = connection.ops.quote_name
+    table = quote(ScheduleState._meta.db_table)
+    stamp = "CAST(%s AS timestamptz)" if connection.vendor == "postgresql" else "%s"
+    row = f"(%s, {stamp}, %s, {stamp})"
+    params = [instant.get_db_prep_value(now, connection)]
+    for a in advances:
+        params += [a.loop, instant.get_db_prep_value(a.slot, connection), a.event_id,
+                   instant.get_db_prep_value(a.next_due, connection)]
+    sql = (
+        f"UPDATE {table} SET {quote('last_slot')} = v.column2, {quote('last_event_id')} = v.column3, "
+        f"{quote('last_tick_at')} = {stamp}, {quote('next_due')} = v.column4 "
+        f"FROM (VALUES {', '.join([row] * len(advances))}) AS v "
+        f"WHERE {table}.{quote('loop')} = v.column1 "
+        f"AND ({table}.{quote('last_slot')} IS NULL OR {table}.{quote('last_slot')} < v.column2)"
     )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def keyed_states(keyed: list[Loop], now: datetime) -> dict[str, ScheduleState]:
