@@ -71,6 +71,25 @@ class ScheduleSync(models.Model):
         return f"{self.name}: {self.fingerprint[:12]} at {self.synced_at}"
 
 
+class TickEmitterLease(models.Model):
+    """Who emits ticks: one row (``name`` ``ticks``) that one slot-loop process holds at a
+    time (docs/design.md §5; docs/operations.md, "Several runserve processes").
+
+    ``holder`` is ``host:pid:token`` of the process; ``expires_at`` is on the database's
+    clock, renewed every iteration and between the chunks of a burst. A process takes
+    the row only when it holds it already or the row has expired, in one compare-and-swap
+    update, so two processes never both emit.
+    """
+
+    name = models.CharField(max_length=32, unique=True)
+    holder = models.CharField(max_length=200)
+    acquired_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder} until {self.expires_at}"
+
+
 class KeyedRule(models.TextChoices):
     """Where a keyed row's slots come from (docs/design.md §6): a wall time in a zone, an interval, one instant."""
 

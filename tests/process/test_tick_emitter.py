@@ -1,0 +1,69 @@
+"""Two slot loops on one database: exactly one emits ticks; kill it and the other takes over within 5 s,
+the slots of that window late but none lost and none doubled (docs/design.md §5; docs/operations.md).
+
+Run on the suite's database kind: a SQLite file, or a PostgreSQL database of their own.
+"""
+
+import signal
+import time
+from datetime import datetime, timedelta
+
+import pytest
+
+from tests.processes import stop, wait_for
+
+pytestmark = [pytest.mark.process, pytest.mark.django_db]
+
+#: A loop every second that catches up every missed slot, and nothing else.
+EVERY_SECOND = (
+    "schedules:\n  heartbeat:\n    enabled: false\n"
+    "  fast:\n    eventType: clock.tick.heartbeat\n    catchUp: all\n    singleton: false\n"
+    "    enabled: true\n    every: 1s\n"
+)
+HOLDER = "from schedules.models import TickEmitterLease as L; r = L.objects.first(); print(r.holder if r else '')"
+
+
+def instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def fast_ticks(runtime) -> list[dict]:
+    events = runtime.listing("events")
+    return sorted((e for e in events if e["eventId"].startswith("clock:fast:")), key=lambda e: e["payload"]["slot"])
+
+
+def holder_pid(runtime) -> int | None:
+    holder = runtime.manage("shell", "-v", "0", "-c", HOLDER).stdout.strip()
+    return int(holder.split(":")[1]) if holder else None
+
+
+def test_killing_the_emitter_hands_the_ticks_to_the_other_slot_loop_losing_and_doubling_none(runtime):
+    runtime.write_config("schedule.yaml", EVERY_SECOND)
+    loops = {p.pid: p for p in (runtime.start("slot_loop"), runtime.start("slot_loop"))}
+    try:
+        first_holder = wait_for(lambda: holder_pid(runtime), timeout=40, what="a tick emitter")
+        assert first_holder in loops
+        wait_for(lambda: len(fast_ticks(runtime)) >= 3, timeout=30, what="three ticks")
+        assert holder_pid(runtime) == first_holder  # held, not passed back and forth
+        loops[first_holder].send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        survivor = next(pid for pid in loops if pid != first_holder)
+        wait_for(lambda: holder_pid(runtime) == survivor, timeout=15, what="the other slot loop taking over")
+        took_over = time.monotonic() - killed
+        count = len(fast_ticks(runtime))
+        wait_for(lambda: len(fast_ticks(runtime)) >= count + 3, timeout=20, what="three more ticks")
+    finally:
+        code, output = stop(loops[survivor]) if "survivor" in locals() else (0, "")
+        for process in loops.values():
+            if process.poll() is None:
+                process.kill()
+    assert code == 0, output
+    assert took_over < 5 + 1  # the lease's expiry and one iteration, plus this test's polling
+
+    ticks = fast_ticks(runtime)
+    slots = [instant(t["payload"]["slot"]) for t in ticks]
+    assert len(set(slots)) == len(slots)
+    assert all(b - a == timedelta(seconds=1) for a, b in zip(slots, slots[1:], strict=False)), slots
+    assert [t["payload"]["skippedSlots"] for t in ticks] == [0] * len(ticks)
+    lateness = [instant(t["admittedAt"]) - instant(t["payload"]["slot"]) for t in ticks]
+    assert max(lateness) <= timedelta(seconds=6), lateness
