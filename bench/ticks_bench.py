@@ -4,8 +4,9 @@ Not a test. For each database and each N (``--loops``), a child process builds a
 throw-away registry of N one-minute interval loops (copies of the heartbeat, enabled),
 a fresh database (a temporary SQLite file, or a new PostgreSQL database created next to
 the one ``--postgres-url`` names and dropped afterwards), migrates it and gives every
-loop a ``ScheduleState`` whose last slot is the previous minute. Then, at 0.2 s into the
-next minute:
+loop a ``ScheduleState`` whose last slot is the previous minute (brought in line with the
+registry, as the previous iteration would have left it). Then, at 0.2 s into the next
+minute:
 
 - **burst**: one call of ``schedules.ticks.emit_due_ticks`` — every loop is due — timed
   until it returns, that is until the last tick is admitted and committed; every
@@ -108,6 +109,7 @@ def child(loops: int, database_url: str, repeat: int) -> dict:
     from runtime.models import Event, PlanningOutcome
     from runtime.registry import store
     from schedules.models import ScheduleState
+    from schedules.state import ensure_synced
     from schedules.ticks import emit_due_ticks
 
     try:
@@ -121,6 +123,7 @@ def child(loops: int, database_url: str, repeat: int) -> dict:
                           last_tick_at=previous, enabled=True, enabled_since=previous - timedelta(hours=1))
             for name in registry.loops
         ], batch_size=5000)
+        ensure_synced(registry, previous)  # as the iteration before this slot left them
 
         burst = StatementCounter()
         with connection.execute_wrapper(burst):

@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 #: States one ``UPDATE … FROM (VALUES …)`` advances: 4 parameters a row.
 UPDATE_ROWS = 1000
+#: The columns ``_values_update`` writes as instants.
+INSTANT_COLUMNS = frozenset({"last_slot", "next_due"})
 #: The ``ScheduleSync`` row of the interval and time-of-day loops.
 SYNC_NAME = "loops"
 
@@ -94,7 +96,7 @@ def sync_registry(registry: Registry, now: datetime) -> None:
         if due != state.next_due:
             state.next_due = due
             changed.append(state)
-    ScheduleState.objects.bulk_update(changed, ["next_due"], batch_size=UPDATE_ROWS)
+    set_next_due(changed)
 
 
 def due_states(*, due_by: datetime, future_after: datetime) -> dict[str, ScheduleState]:
@@ -105,8 +107,11 @@ def due_states(*, due_by: datetime, future_after: datetime) -> dict[str, Schedul
 
 
 def set_next_due(states: list[ScheduleState]) -> None:
-    """Store the ``next_due`` already set on ``states`` (a fetched row found not due after all)."""
-    ScheduleState.objects.bulk_update(states, ["next_due"], batch_size=UPDATE_ROWS)
+    """Store the ``next_due`` already set on ``states``: one ``UPDATE … FROM (VALUES …)``
+    per ``UPDATE_ROWS`` rows (PostgreSQL; SQLite 3.33+)."""
+    for first in range(0, len(states), UPDATE_ROWS):
+        chunk = states[first:first + UPDATE_ROWS]
+        _values_update(["next_due"], [(s.loop, s.next_due) for s in chunk], forward_only=False)
 
 
 @dataclass(frozen=True)
@@ -167,22 +172,44 @@ def advance_loops(advances: list[Advance], now: datetime) -> None:
 
 
 def _advance_rows(advances: list[Advance], now: datetime) -> None:
+    _values_update(
+        ["last_slot", "last_event_id", "next_due"],
+        [(a.loop, a.slot, a.event_id, a.next_due) for a in advances],
+        forward_only=True, stamp=now,
+    )
+
+
+def _values_update(columns: list[str], rows: list[tuple], *, forward_only: bool, stamp: datetime | None = None) -> None:
+    """``UPDATE schedulestate SET column = v.… FROM (VALUES (loop, value, …), …) AS v`` on the
+    rows' loops; ``forward_only`` only where the last slot moves forward (``columns[0]``
+    is then ``last_slot``); ``stamp`` also sets ``last_tick_at``. Values are instants,
+    text or null (``INSTANT_COLUMNS`` are instants)."""
+    if not rows:
+        return
     instant = DateTimeField()
     quote = connection.ops.quote_name
     table = quote(ScheduleState._meta.db_table)
-    stamp = "CAST(%s AS timestamptz)" if connection.vendor == "postgresql" else "%s"
-    row = f"(%s, {stamp}, %s, {stamp})"
-    params = [instant.get_db_prep_value(now, connection)]
-    for a in advances:
-        params += [a.loop, instant.get_db_prep_value(a.slot, connection), a.event_id,
-                   instant.get_db_prep_value(a.next_due, connection)]
-    sql = (
-        f"UPDATE {table} SET {quote('last_slot')} = v.column2, {quote('last_event_id')} = v.column3, "
-        f"{quote('last_tick_at')} = {stamp}, {quote('next_due')} = v.column4 "
-        f"FROM (VALUES {', '.join([row] * len(advances))}) AS v "
-        f"WHERE {table}.{quote('loop')} = v.column1 "
-        f"AND ({table}.{quote('last_slot')} IS NULL OR {table}.{quote('last_slot')} < v.column2)"
-    )
+    postgres = connection.vendor == "postgresql"
+    kinds = [c in INSTANT_COLUMNS for c in columns]
+    cast = ["CAST(%s AS timestamptz)" if postgres and is_instant else "%s" for is_instant in kinds]
+    row_sql = "(%s, " + ", ".join(cast) + ")"
+    params = []
+    assignments = [f"{quote(c)} = v.column{n + 2}" for n, c in enumerate(columns)]
+    if stamp is not None:
+        assignments.append(f"{quote('last_tick_at')} = {'CAST(%s AS timestamptz)' if postgres else '%s'}")
+        params.append(instant.get_db_prep_value(stamp, connection))
+    adapted = {}  # a batch shares a few instants: each is adapted once
+    for row in rows:
+        params.append(row[0])
+        for value, is_instant in zip(row[1:], kinds, strict=True):
+            if is_instant and value not in adapted:
+                adapted[value] = instant.get_db_prep_value(value, connection)
+            params.append(adapted[value] if is_instant else value)
+    where = f"{table}.{quote('loop')} = v.column1"
+    if forward_only:
+        last = f"{table}.{quote('last_slot')}"
+        where += f" AND ({last} IS NULL OR {last} < v.column2)"
+    sql = f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join([row_sql] * len(rows))}) AS v WHERE {where}"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
 
