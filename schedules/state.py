@@ -102,7 +102,7 @@ def sync_registry(registry: Registry, now: datetime) -> None:
 def due_states(*, due_by: datetime, future_after: datetime) -> dict[str, ScheduleState]:
     """The states due at ``due_by`` and those whose last slot lies after ``future_after``
     (to repair, ``schedules.repair``), by loop name: one query on the two indexes."""
-    rows = ScheduleState.objects.filter(Q(next_due__lte=due_by) | Q(last_slot__gt=future_after))
+    rows = ScheduleState.objects.filter(Q(next_due__lte=due_by) | Q(last_slot__gt=future_after)).order_by()
     return {state.loop: state for state in rows}
 
 
