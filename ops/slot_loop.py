@@ -69,14 +69,25 @@ def record_iteration(now: datetime) -> None:
 
 def emit_once(lease: EmitterLease) -> list[TickReport] | None:
     """One tick-thread iteration: hold the lease at the database's instant and, if held, emit
-    the due ticks (renewing between chunks) and record the iteration; None when another
-    process holds the lease."""
+    the due ticks and record the iteration; None when another process holds the lease.
+    Between the chunks of a burst the lease is renewed and the iteration recorded, so a
+    long burst keeps the lease and does not look like a stopped slot loop."""
     now = clock.database_now()
     if not lease.hold(now):
         return None
+
+    latest = [now]
+
+    def renew() -> bool:
+        latest.append(clock.database_now())
+        if not lease.hold(latest[-1]):
+            return False
+        record_iteration(latest[-1])
+        return True
+
     store.refresh()
-    fired = emit_due_ticks(now=now, registry=store.current(), renew=lambda: lease.hold(clock.database_now()))
-    record_iteration(now)
+    fired = emit_due_ticks(now=now, registry=store.current(), renew=renew)
+    record_iteration(latest[-1])
     return fired
 
 
