@@ -54,10 +54,32 @@ def iterate(
     registry = store.current()
     fired = emit_due_ticks(now=now, registry=registry, at=at) if ticks else []
     published = publish_outbox(now=now, registry=registry)
-    planned = plan_pending(now=now, registry=registry)
+    planned = plan_in_steps(now=now, registry=registry)
     if record_status:
         record_iteration(now)
     return IterationReport(fired, planned, published)
+
+
+#: Most events one iteration plans, and how many between two looks at the tick thread.
+PLAN_LIMIT = 1000
+PLAN_STEP = 20
+#: Set while this process's tick thread emits: planning waits between its steps, so on
+#: SQLite (one writer at a time) the ticks do not queue behind a planning backlog.
+emitting = threading.Event()
+
+
+def plan_in_steps(*, now: datetime, registry) -> int:
+    """Plan up to ``PLAN_LIMIT`` waiting events, ``PLAN_STEP`` at a time, pausing while the
+    tick thread emits; returns how many were planned."""
+    planned = 0
+    while planned < PLAN_LIMIT:
+        while emitting.is_set():
+            time.sleep(0.005)
+        step = plan_pending(now=now, registry=registry, limit=min(PLAN_STEP, PLAN_LIMIT - planned))
+        planned += step
+        if step < PLAN_STEP:
+            break
+    return planned
 
 
 def record_iteration(now: datetime) -> None:
@@ -71,24 +93,28 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
     """One tick-thread iteration: hold the lease at the database's instant and, if held, emit
     the due ticks and record the iteration; None when another process holds the lease.
     Between the chunks of a burst the lease is renewed and the iteration recorded, so a
-    long burst keeps the lease and does not look like a stopped slot loop."""
-    now = clock.database_now()
-    if not lease.hold(now):
-        return None
+    long burst keeps the lease and does not look like a stopped slot loop. Planning in
+    this process pauses meanwhile (``emitting``)."""
+    emitting.set()
+    try:
+        now = clock.database_now()
+        if not lease.hold(now):
+            return None
+        latest = [now]
 
-    latest = [now]
+        def renew() -> bool:
+            latest.append(clock.database_now())
+            if not lease.hold(latest[-1]):
+                return False
+            record_iteration(latest[-1])
+            return True
 
-    def renew() -> bool:
-        latest.append(clock.database_now())
-        if not lease.hold(latest[-1]):
-            return False
+        store.refresh()
+        fired = emit_due_ticks(now=now, registry=store.current(), renew=renew)
         record_iteration(latest[-1])
-        return True
-
-    store.refresh()
-    fired = emit_due_ticks(now=now, registry=store.current(), renew=renew)
-    record_iteration(latest[-1])
-    return fired
+        return fired
+    finally:
+        emitting.clear()
 
 
 def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: threading.Event) -> None:

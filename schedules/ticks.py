@@ -175,9 +175,22 @@ def _admit_chunk(chunk: list[tuple[Loop, DueSlot, bool]], registry: Registry, no
     return reports
 
 
+def keyed_loops(registry: Registry) -> list[Loop]:
+    """The keyed loops of ``registry``, found once per registry in force (an idle iteration
+    does not walk every loop)."""
+    cached = _keyed.get("registry")
+    if cached is None or cached[0] is not registry:
+        cached = (registry, [loop for loop in registry.loops.values() if loop.keyed is not None])
+        _keyed["registry"] = cached
+    return cached[1]
+
+
+_keyed: dict[str, tuple[Registry, list[Loop]]] = {}
+
+
 def _emit_keyed(registry: Registry, now: datetime) -> list[TickReport]:
     """Apply the keyed loops' events, then admit their due rows' ticks (``schedules.keyed``)."""
-    keyed = [loop for loop in registry.loops.values() if loop.keyed is not None]
+    keyed = keyed_loops(registry)
     if not keyed:
         return []
     states = keyed_states(keyed, now)

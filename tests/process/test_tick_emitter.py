@@ -67,3 +67,32 @@ def test_killing_the_emitter_hands_the_ticks_to_the_other_slot_loop_losing_and_d
     assert [t["payload"]["skippedSlots"] for t in ticks] == [0] * len(ticks)
     lateness = [instant(t["admittedAt"]) - instant(t["payload"]["slot"]) for t in ticks]
     assert max(lateness) <= timedelta(seconds=6), lateness
+
+
+#: A planning backlog: events admitted through the inject door, waiting to be planned.
+BACKLOG = (
+    "from datetime import UTC, datetime\n"
+    "from runtime.models import Event\n"
+    "now = datetime.now(UTC)\n"
+    "Event.objects.bulk_create([Event(uid=f'backlog-{{n}}', type='clock.tick.reaper', source='operator', subject='reaper',"
+    " occurred_at=now, correlation_id=f'backlog-{{n}}', door='inject', admitted_at=now,"
+    " payload={{'loop': 'reaper', 'slot': '2026-11-30T21:00:00Z', 'cadenceSeconds': 3600, 'skippedSlots': n}})"
+    " for n in range({count})], batch_size=1000)\n"
+)
+UNPLANNED = "from runtime.models import Event; print(Event.objects.filter(planned_at__isnull=True).count())"
+
+
+def test_ticks_are_on_time_while_a_planning_backlog_drains(runtime):
+    runtime.write_config("schedule.yaml", EVERY_SECOND)
+    runtime.manage("shell", "-v", "0", "-c", BACKLOG.format(count=20000))
+    loop = runtime.start("slot_loop")
+    try:
+        wait_for(lambda: len(fast_ticks(runtime)) >= 6, timeout=40, what="six ticks")
+        waiting = int(runtime.manage("shell", "-v", "0", "-c", UNPLANNED).stdout.strip())
+    finally:
+        code, output = stop(loop)
+    assert code == 0, output
+    assert waiting > 0  # the ticks below were admitted while planning was still busy
+    ticks = fast_ticks(runtime)
+    lateness = [instant(t["admittedAt"]) - instant(t["payload"]["slot"]) for t in ticks]
+    assert max(lateness) <= timedelta(seconds=1), lateness
