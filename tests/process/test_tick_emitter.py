@@ -5,7 +5,6 @@ Run on the suite's database kind: a SQLite file, or a PostgreSQL database of the
 """
 
 import signal
-import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -46,10 +45,8 @@ def test_killing_the_emitter_hands_the_ticks_to_the_other_slot_loop_losing_and_d
         wait_for(lambda: len(fast_ticks(runtime)) >= 3, timeout=30, what="three ticks")
         assert holder_pid(runtime) == first_holder  # held, not passed back and forth
         loops[first_holder].send_signal(signal.SIGKILL)
-        killed = time.monotonic()
         survivor = next(pid for pid in loops if pid != first_holder)
         wait_for(lambda: holder_pid(runtime) == survivor, timeout=15, what="the other slot loop taking over")
-        took_over = time.monotonic() - killed
         count = len(fast_ticks(runtime))
         wait_for(lambda: len(fast_ticks(runtime)) >= count + 3, timeout=20, what="three more ticks")
     finally:
@@ -58,15 +55,17 @@ def test_killing_the_emitter_hands_the_ticks_to_the_other_slot_loop_losing_and_d
             if process.poll() is None:
                 process.kill()
     assert code == 0, output
-    assert took_over < 5 + 1  # the lease's expiry and one iteration, plus this test's polling
 
     ticks = fast_ticks(runtime)
     slots = [instant(t["payload"]["slot"]) for t in ticks]
     assert len(set(slots)) == len(slots)
     assert all(b - a == timedelta(seconds=1) for a, b in zip(slots, slots[1:], strict=False)), slots
     assert [t["payload"]["skippedSlots"] for t in ticks] == [0] * len(ticks)
+    # The slots of the takeover window: late by the lease's expiry (3 s) and one iteration at most,
+    # with a second to spare for this machine; everything else on time.
     lateness = [instant(t["admittedAt"]) - instant(t["payload"]["slot"]) for t in ticks]
-    assert max(lateness) <= timedelta(seconds=6), lateness
+    assert max(lateness) <= timedelta(seconds=5), lateness
+    assert sum(1 for late in lateness if late > timedelta(seconds=1)) <= 5, lateness
 
 
 #: A planning backlog: events admitted through the inject door, waiting to be planned.
