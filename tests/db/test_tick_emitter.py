@@ -52,3 +52,22 @@ def test_only_the_holder_emits(registry_files, monkeypatch):
     fired = emit_once(mine)
     assert [t.event_id for t in fired] == ["clock:heartbeat:2026-11-30T21:05:00Z"]
     assert mine.held is True
+
+
+def test_planning_waits_while_the_tick_thread_emits(monkeypatch):
+    import threading
+
+    from ops import slot_loop
+
+    steps = []
+    monkeypatch.setattr(slot_loop, "plan_pending", lambda **kw: steps.append(kw["limit"]) or kw["limit"])
+    monkeypatch.setattr(slot_loop, "PLAN_LIMIT", 50)
+    slot_loop.emitting.set()
+    done = []
+    planner = threading.Thread(target=lambda: done.append(slot_loop.plan_in_steps(now=T0, registry=None)))
+    planner.start()
+    planner.join(0.2)
+    assert (steps, done) == ([], [])  # nothing planned while ticks are being emitted
+    slot_loop.emitting.clear()
+    planner.join(5)
+    assert (steps, done) == ([20, 20, 10], [50])
