@@ -180,8 +180,8 @@ def _advance_rows(advances: list[Advance], now: datetime) -> None:
 
 
 def _values_update(columns: list[str], rows: list[tuple], *, forward_only: bool, stamp: datetime | None = None) -> None:
-    """``UPDATE schedulestate SET column = v.… FROM (VALUES (loop, value, …), …) AS v`` on the
-    rows' loops; ``forward_only`` only where the last slot moves forward (``columns[0]``
+    """``UPDATE schedulestate SET column = v.… FROM (VALUES (loop, value, …), …) AS v`` (on
+    PostgreSQL ``FROM unnest(loops, values, …)``) on the rows' loops; ``forward_only`` only where the last slot moves forward (``columns[0]``
     is then ``last_slot``); ``stamp`` also sets ``last_tick_at``. Values are instants,
     text or null (``INSTANT_COLUMNS`` are instants)."""
     if not rows:
@@ -209,7 +209,17 @@ def _values_update(columns: list[str], rows: list[tuple], *, forward_only: bool,
     if forward_only:
         last = f"{table}.{quote('last_slot')}"
         where += f" AND ({last} IS NULL OR {last} < v.column2)"
-    sql = f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join([row_sql] * len(rows))}) AS v WHERE {where}"
+    if postgres:
+        # One array per column (the driver splices each parameter into the text otherwise).
+        head, body = params[:1 if stamp is not None else 0], params[1 if stamp is not None else 0:]
+        width = len(columns) + 1
+        params = head + [body[n::width] for n in range(width)]
+        arrays = ", ".join(["%s::text[]"] + ["%s::timestamptz[]" if k else "%s::text[]" for k in kinds])
+        names = ", ".join(f"column{n + 1}" for n in range(width))
+        source = f"unnest({arrays}) AS v({names})"
+    else:
+        source = f"(VALUES {', '.join([row_sql] * len(rows))}) AS v"
+    sql = f"UPDATE {table} SET {', '.join(assignments)} FROM {source} WHERE {where}"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
 
