@@ -1,8 +1,12 @@
 """The one-second slot loop: re-read the registry, fire ticks, publish the outbox, plan events (docs/design.md §5, §7, §8).
 
 ``iterate`` is one iteration at a named instant and composes the layers below: tick
-emission (``schedules.ticks``), outbox publication and planning (``runtime.services``);
-``run_slot_loop`` is the loop around it that ``runserve`` starts.
+emission (``schedules.ticks``), outbox publication and planning (``runtime.services``).
+``run_slot_loop``, which ``runserve`` starts, runs them in two threads, each with its
+own database connection, so that a tick is never late because of other work: the tick
+thread (``run_tick_emitter``) emits ticks once a second while this process holds the
+tick emitter lease (``schedules.emitter``: one process of several on a database), and
+the main thread publishes the outbox and plans, however long that takes.
 """
 
 import logging
@@ -13,12 +17,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from runtime import clock
 from runtime.registry import store
 from runtime.services.outbox import publish_outbox
 from runtime.services.planning import plan_pending
+from schedules.emitter import EmitterLease
 from schedules.models import SlotLoopStatus
 from schedules.ticks import TickReport, emit_due_ticks
 
@@ -35,9 +40,11 @@ class IterationReport:
     published: int = 0
 
 
-def iterate(*, now: datetime, record_status: bool = True, at: datetime | None = None) -> IterationReport:
+def iterate(
+    *, now: datetime, record_status: bool = True, at: datetime | None = None, ticks: bool = True,
+) -> IterationReport:
     """One iteration at ``now`` (the database's instant): reload a changed registry, admit due
-    ticks, publish the outbox, plan events.
+    ticks (unless ``ticks`` is False: the tick thread does), publish the outbox, plan events.
 
     ``at``, a past instant (``schedule tick --at``), only decides which slots are due
     (``schedules.ticks.emit_due_ticks``): publication and planning happen at ``now``, so
@@ -45,24 +52,110 @@ def iterate(*, now: datetime, record_status: bool = True, at: datetime | None = 
     """
     store.refresh()
     registry = store.current()
-    ticks = emit_due_ticks(now=now, registry=registry, at=at)
+    fired = emit_due_ticks(now=now, registry=registry, at=at) if ticks else []
     published = publish_outbox(now=now, registry=registry)
-    planned = plan_pending(now=now, registry=registry)
+    planned = plan_in_steps(now=now, registry=registry)
     if record_status:
-        SlotLoopStatus.objects.update_or_create(
-            name=LOOP_NAME,
-            defaults={"last_iteration_at": now, "pid": os.getpid(), "host": socket.gethostname()},
-        )
-    return IterationReport(ticks, planned, published)
+        record_iteration(now)
+    return IterationReport(fired, planned, published)
 
 
-def run_slot_loop(*, stop: threading.Event, once: bool = False) -> None:
-    """Iterate about once a second until ``stop`` is set; ``once`` runs a single iteration."""
+#: Most events one iteration plans, and how many between two looks at the tick thread.
+PLAN_LIMIT = 1000
+PLAN_STEP = 20
+#: Set while this process's tick thread emits: planning waits between its steps, so on
+#: SQLite (one writer at a time) the ticks do not queue behind a planning backlog.
+emitting = threading.Event()
+
+
+def plan_in_steps(*, now: datetime, registry) -> int:
+    """Plan up to ``PLAN_LIMIT`` waiting events, ``PLAN_STEP`` at a time, pausing while the
+    tick thread emits; returns how many were planned."""
+    planned = 0
+    while planned < PLAN_LIMIT:
+        while emitting.is_set():
+            time.sleep(0.005)
+        step = plan_pending(now=now, registry=registry, limit=min(PLAN_STEP, PLAN_LIMIT - planned))
+        planned += step
+        if step < PLAN_STEP:
+            break
+    return planned
+
+
+def record_iteration(now: datetime) -> None:
+    """Write the ``SlotLoopStatus`` row the doctor's ``slotLoopStale`` reads."""
+    SlotLoopStatus.objects.update_or_create(
+        name=LOOP_NAME, defaults={"last_iteration_at": now, "pid": os.getpid(), "host": socket.gethostname()},
+    )
+
+
+def emit_once(lease: EmitterLease) -> list[TickReport] | None:
+    """One tick-thread iteration: hold the lease at the database's instant and, if held, emit
+    the due ticks and record the iteration; None when another process holds the lease.
+    Between the chunks of a burst the lease is renewed and the iteration recorded, so a
+    long burst keeps the lease and does not look like a stopped slot loop. Planning in
+    this process pauses meanwhile (``emitting``)."""
+    emitting.set()
+    try:
+        now = clock.database_now()
+        if not lease.hold(now):
+            return None
+        latest = [now]
+
+        def renew() -> bool:
+            latest.append(clock.database_now())
+            if not lease.hold(latest[-1]):
+                return False
+            record_iteration(latest[-1])
+            return True
+
+        store.refresh()
+        fired = emit_due_ticks(now=now, registry=store.current(), renew=renew)
+        record_iteration(latest[-1])
+        return fired
+    finally:
+        emitting.clear()
+
+
+def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: threading.Event) -> None:
+    """The tick thread: ``emit_once`` about once a second until ``stop``, then give the
+    lease up. A database error is logged and retried; anything else is logged, sets
+    ``failed`` and ``stop`` — the process exits non-zero and its supervisor sees it."""
+    try:
+        while not stop.is_set():
+            close_old_connections()
+            try:
+                emit_once(lease)
+            except DatabaseError:
+                logger.exception("tick emission failed; retrying", extra={"action": "tick_emitter_error"})
+            stop.wait(1.0 - (time.time() % 1.0))
+        close_old_connections()
+        lease.release(clock.database_now())
+    except Exception:
+        logger.exception("the tick thread failed; stopping the slot loop", extra={"action": "tick_emitter_failed"})
+        failed.set()
+        stop.set()
+    finally:
+        connections.close_all()
+
+
+def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
+    """Run the tick thread and iterate outbox and planning about once a second until ``stop``
+    is set; ``once`` runs a single whole iteration (ticks included) in this thread. Returns
+    False when the tick thread failed."""
     logger.info("slot loop started", extra={"action": "slot_loop_started"})
+    failed = threading.Event()
+    emitter = None
+    if not once:
+        emitter = threading.Thread(
+            target=run_tick_emitter, kwargs={"stop": stop, "lease": EmitterLease(), "failed": failed},
+            name="tick-emitter", daemon=True,
+        )
+        emitter.start()
     while not stop.is_set():
         close_old_connections()
         try:
-            iterate(now=clock.database_now())
+            iterate(now=clock.database_now(), ticks=once)
         except DatabaseError:
             logger.exception("slot loop iteration failed; retrying", extra={"action": "slot_loop_error"})
         if once:
@@ -70,4 +163,7 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> None:
         # The host clock only paces the loop (about one iteration a second); every instant
         # the iteration uses comes from the database's clock.
         stop.wait(1.0 - (time.time() % 1.0))
+    if emitter is not None:
+        emitter.join()
     logger.info("slot loop stopped", extra={"action": "slot_loop_stopped"})
+    return not failed.is_set()

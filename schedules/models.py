@@ -5,10 +5,16 @@ from django.db.models import Q
 
 
 class ScheduleState(models.Model):
-    """Per loop: the last fired slot, the last tick, and since when the loop is enabled.
+    """Per loop: the last fired slot, the last tick, since when the loop is enabled, and
+    when it is next due.
 
     Written in the transaction that admits the tick; if it were lost, the unique
-    eventIds of the events table would still keep a slot from firing twice.
+    eventIds of the events table would still keep a slot from firing twice. ``next_due``
+    is the first instant at which an iteration has something to fire for the loop (its
+    slot after the last fired one; for a loop never fired or re-enabled, the instant it
+    was seen so); null for a disabled, removed or keyed loop (keyed rows carry their
+    own). An iteration reads only the rows due (``schedule_next_due_idx``); a registry
+    change recomputes them (``schedules.state.sync_registry``).
     """
 
     loop = models.CharField(max_length=63, unique=True)
@@ -20,9 +26,16 @@ class ScheduleState(models.Model):
     #: Keyed loops: every setting or clearing event with an id at or below it is applied
     #: (``schedules.keyed.apply_keyed_events``).
     keyed_cursor = models.BigIntegerField(default=0)
+    next_due = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["loop"]
+        indexes = [
+            # The iteration's fetch: WHERE next_due <= now OR last_slot > now + tolerance.
+            models.Index(fields=["next_due"], name="schedule_next_due_idx"),
+            # A last slot in the future (a clock stepped back): few rows or none.
+            models.Index(fields=["last_slot"], name="schedule_last_slot_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.loop}: last slot {self.last_slot}"
@@ -41,6 +54,40 @@ class SlotLoopStatus(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} at {self.last_iteration_at}"
+
+
+class ScheduleSync(models.Model):
+    """Which registry the ``ScheduleState`` rows were last brought in line with: the
+    fingerprint of its loops (``schedules.state.loops_fingerprint``). An iteration whose
+    registry has another fingerprint syncs every row first (``sync_registry``); one that
+    has the same reads only the due rows. Delete it to force a sync (after editing the
+    states by hand)."""
+
+    name = models.CharField(max_length=32, unique=True)
+    fingerprint = models.CharField(max_length=64)
+    synced_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.fingerprint[:12]} at {self.synced_at}"
+
+
+class TickEmitterLease(models.Model):
+    """Who emits ticks: one row (``name`` ``ticks``) that one slot-loop process holds at a
+    time (docs/design.md §5; docs/operations.md, "Several runserve processes").
+
+    ``holder`` is ``host:pid:token`` of the process; ``expires_at`` is on the database's
+    clock, renewed every iteration and between the chunks of a burst. A process takes
+    the row only when it holds it already or the row has expired, in one compare-and-swap
+    update, so two processes never both emit.
+    """
+
+    name = models.CharField(max_length=32, unique=True)
+    holder = models.CharField(max_length=200)
+    acquired_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder} until {self.expires_at}"
 
 
 class KeyedRule(models.TextChoices):

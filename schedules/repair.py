@@ -58,9 +58,10 @@ def repair_future_slots(registry: Registry, states: dict[str, ScheduleState], *,
     """Repair every last slot in the future at ``now`` (``future_limit``) to the current slot;
     returns the journal data of each repair.
 
-    ``states`` (``read_states()``) is updated in place so that the iteration that repairs
-    goes on with the repaired slots. A keyed row is repaired to its rule's slot at or
-    before ``now`` and its next due to the slot after; a keyed loop's own state (which only
+    ``states`` (``schedules.state.due_states``: those due and those whose last slot is
+    after ``future_limit(now)``) is updated in place so that the iteration that repairs
+    goes on with the repaired slots; a repaired loop is next due at the slot after. A keyed
+    row is repaired to its rule's slot at or before ``now`` and its next due to the slot after; a keyed loop's own state (which only
     shows its latest fired slot) to its rows' latest slot at or before ``now``. A loop that
     is no longer in the registry keeps its state: it does not tick, and re-enabling it fires
     fresh. Each repair is a compare-and-swap with its journal entry in one transaction, so
@@ -75,12 +76,17 @@ def repair_future_slots(registry: Registry, states: dict[str, ScheduleState], *,
         loop = registry.loops[state.loop]
         if loop.keyed is not None:
             repaired = KeyedSchedule.objects.filter(loop=loop.name, last_slot__lte=now).aggregate(m=Max("last_slot"))["m"]
+            next_due = None
         else:
-            repaired = loop_rule(loop).floor(now)
+            rule = loop_rule(loop)
+            repaired = rule.floor(now)
+            next_due = rule.after(repaired) if loop.enabled else None
         with transaction.atomic():
-            changed = ScheduleState.objects.filter(pk=state.pk, last_slot=state.last_slot).update(last_slot=repaired)
+            changed = ScheduleState.objects.filter(pk=state.pk, last_slot=state.last_slot).update(
+                last_slot=repaired, next_due=next_due
+            )
             repairs.append(_journal(changed, state.loop, None, state.last_slot, repaired, now))
-        state.last_slot = repaired
+        state.last_slot, state.next_due = repaired, next_due
     return [repair for repair in repairs if repair is not None]
 
 

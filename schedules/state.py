@@ -7,21 +7,122 @@ re-enabling it does not replay the slots it missed, and ``enabledSince`` is when
 slot loop last saw the loop turned on.
 """
 
+import hashlib
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
+from django.db import connection, transaction
+from django.db.models import DateTimeField, Q
 
+from lib.calendar import loop_rule
+from lib.json_text import canonical_json
 from runtime.registry import Loop, Registry
 
-from .models import ScheduleState
+from .models import ScheduleState, ScheduleSync
 
 logger = logging.getLogger(__name__)
+
+
+#: States one ``UPDATE … FROM (VALUES …)`` advances: 4 parameters a row.
+UPDATE_ROWS = 1000
+#: The columns ``_values_update`` writes as instants.
+INSTANT_COLUMNS = frozenset({"last_slot", "next_due"})
+#: The ``ScheduleSync`` row of the interval and time-of-day loops.
+SYNC_NAME = "loops"
 
 
 def read_states() -> dict[str, ScheduleState]:
     """Every loop's state, by loop name."""
     return {state.loop: state for state in ScheduleState.objects.all()}
+
+
+def next_due_of(loop: Loop | None, state: ScheduleState, now: datetime) -> datetime | None:
+    """When ``state``'s loop next has a slot to fire: the slot after its last fired one;
+    ``now`` for a loop that never fired or is re-enabled (it fires fresh); None for a
+    disabled, removed or keyed loop. Pure."""
+    if loop is None or not loop.enabled or loop.keyed is not None:
+        return None
+    if not state.enabled or state.last_slot is None:
+        return now
+    rule = loop_rule(loop)
+    return rule.after(rule.floor(state.last_slot))
+
+
+def loops_fingerprint(registry: Registry) -> str:
+    """SHA-256 of what ``next_due`` depends on, over every loop: name, enabled, slot rule,
+    keyed or not (the registry digest leaves the overlay out, which enables loops). Cached
+    for the registry in force."""
+    cached = _fingerprints.get("registry")
+    if cached is not None and cached[0] is registry:
+        return cached[1]
+    text = canonical_json([
+        [name, loop.enabled, loop.cadence_seconds, loop.at, loop.timezone, list(loop.days), loop.keyed is not None]
+        for name, loop in sorted(registry.loops.items())
+    ])
+    fingerprint = hashlib.sha256(text.encode()).hexdigest()
+    _fingerprints["registry"] = (registry, fingerprint)
+    return fingerprint
+
+
+_fingerprints: dict[str, tuple[Registry, str]] = {}
+
+
+def ensure_synced(registry: Registry, now: datetime) -> bool:
+    """``sync_registry`` when the states were last synced with other loops (one query when
+    not); returns True when it synced."""
+    fingerprint = loops_fingerprint(registry)
+    if ScheduleSync.objects.filter(name=SYNC_NAME, fingerprint=fingerprint).exists():
+        return False
+    with transaction.atomic():
+        sync_registry(registry, now)
+        ScheduleSync.objects.update_or_create(name=SYNC_NAME, defaults={"fingerprint": fingerprint, "synced_at": now})
+    return True
+
+
+def sync_registry(registry: Registry, now: datetime) -> None:
+    """Bring every state in line with ``registry`` at ``now``: mark the disabled and removed
+    loops, create the rows of loops seen for the first time, and recompute every
+    ``next_due`` that differs. Reads every row: ``ensure_synced`` runs it when the loops
+    change, not every iteration."""
+    states = read_states()
+    record_disabled(registry, states)
+    record_first_seen(registry, states, now)
+    if any(name not in states for name, loop in registry.loops.items() if loop.enabled):
+        states = read_states()
+    changed = []
+    for name, state in states.items():
+        due = next_due_of(registry.loops.get(name), state, now)
+        if due != state.next_due:
+            state.next_due = due
+            changed.append(state)
+    set_next_due(changed)
+
+
+def due_states(*, due_by: datetime, future_after: datetime) -> dict[str, ScheduleState]:
+    """The states due at ``due_by`` and those whose last slot lies after ``future_after``
+    (to repair, ``schedules.repair``), by loop name: one query on the two indexes."""
+    rows = ScheduleState.objects.filter(Q(next_due__lte=due_by) | Q(last_slot__gt=future_after)).order_by()
+    return {state.loop: state for state in rows}
+
+
+def set_next_due(states: list[ScheduleState]) -> None:
+    """Store the ``next_due`` already set on ``states``: one ``UPDATE … FROM (VALUES …)``
+    per ``UPDATE_ROWS`` rows (PostgreSQL; SQLite 3.33+)."""
+    for first in range(0, len(states), UPDATE_ROWS):
+        chunk = states[first:first + UPDATE_ROWS]
+        _values_update(["next_due"], [(s.loop, s.next_due) for s in chunk], forward_only=False)
+
+
+@dataclass(frozen=True)
+class Advance:
+    """A loop's newest tick of a batch: its slot, eventId, next due, and whether it fired fresh."""
+
+    loop: str
+    slot: datetime
+    event_id: str
+    next_due: datetime
+    fresh: bool
 
 
 def record_disabled(registry: Registry, states: dict[str, ScheduleState]) -> None:
@@ -53,19 +154,74 @@ def record_first_seen(registry: Registry, states: dict[str, ScheduleState], now:
         ScheduleState.objects.bulk_create(new, ignore_conflicts=True)
 
 
-def advance_loop(loop: str, slot: datetime, event_id: str, now: datetime, *, fresh: bool) -> None:
-    """Record a tick of ``loop`` for ``slot`` admitted at ``now``; call in the admitting transaction.
+def advance_loops(advances: list[Advance], now: datetime) -> None:
+    """Record a batch of ticks admitted at ``now`` (one ``Advance`` per loop, its newest
+    tick); call in the admitting transaction, after ``sync_registry`` made the rows.
 
     A ``fresh`` loop (never fired, or re-enabled) gets ``enabledSince = now``. The last
-    slot only moves forward: a second process that fired an older slot changes nothing.
+    slot (with the last eventId and the next due) only moves forward: a second process
+    that fired an older slot changes nothing. One ``UPDATE … FROM (VALUES …)`` per
+    ``UPDATE_ROWS`` loops (PostgreSQL; SQLite 3.33+), and two updates for the fresh ones.
     """
-    state, created = ScheduleState.objects.get_or_create(loop=loop, defaults={"enabled": True, "enabled_since": now})
-    if fresh and not created:
-        ScheduleState.objects.filter(pk=state.pk, enabled=False).update(enabled=True, enabled_since=now)
-        ScheduleState.objects.filter(pk=state.pk, enabled_since__isnull=True).update(enabled_since=now)
-    ScheduleState.objects.filter(pk=state.pk).filter(Q(last_slot__lt=slot) | Q(last_slot__isnull=True)).update(
-        last_slot=slot, last_event_id=event_id, last_tick_at=now
+    fresh = [a.loop for a in advances if a.fresh]
+    if fresh:
+        ScheduleState.objects.filter(loop__in=fresh, enabled=False).update(enabled=True, enabled_since=now)
+        ScheduleState.objects.filter(loop__in=fresh, enabled_since__isnull=True).update(enabled_since=now)
+    for first in range(0, len(advances), UPDATE_ROWS):
+        _advance_rows(advances[first:first + UPDATE_ROWS], now)
+
+
+def _advance_rows(advances: list[Advance], now: datetime) -> None:
+    _values_update(
+        ["last_slot", "last_event_id", "next_due"],
+        [(a.loop, a.slot, a.event_id, a.next_due) for a in advances],
+        forward_only=True, stamp=now,
     )
+
+
+def _values_update(columns: list[str], rows: list[tuple], *, forward_only: bool, stamp: datetime | None = None) -> None:
+    """``UPDATE schedulestate SET column = v.… FROM (VALUES (loop, value, …), …) AS v`` (on
+    PostgreSQL ``FROM unnest(loops, values, …)``) on the rows' loops; ``forward_only`` only where the last slot moves forward (``columns[0]``
+    is then ``last_slot``); ``stamp`` also sets ``last_tick_at``. Values are instants,
+    text or null (``INSTANT_COLUMNS`` are instants)."""
+    if not rows:
+        return
+    instant = DateTimeField()
+    quote = connection.ops.quote_name
+    table = quote(ScheduleState._meta.db_table)
+    postgres = connection.vendor == "postgresql"
+    kinds = [c in INSTANT_COLUMNS for c in columns]
+    cast = ["CAST(%s AS timestamptz)" if postgres and is_instant else "%s" for is_instant in kinds]
+    row_sql = "(%s, " + ", ".join(cast) + ")"
+    params = []
+    assignments = [f"{quote(c)} = v.column{n + 2}" for n, c in enumerate(columns)]
+    if stamp is not None:
+        assignments.append(f"{quote('last_tick_at')} = {'CAST(%s AS timestamptz)' if postgres else '%s'}")
+        params.append(instant.get_db_prep_value(stamp, connection))
+    adapted = {}  # a batch shares a few instants: each is adapted once
+    for row in rows:
+        params.append(row[0])
+        for value, is_instant in zip(row[1:], kinds, strict=True):
+            if is_instant and value not in adapted:
+                adapted[value] = instant.get_db_prep_value(value, connection)
+            params.append(adapted[value] if is_instant else value)
+    where = f"{table}.{quote('loop')} = v.column1"
+    if forward_only:
+        last = f"{table}.{quote('last_slot')}"
+        where += f" AND ({last} IS NULL OR {last} < v.column2)"
+    if postgres:
+        # One array per column (the driver splices each parameter into the text otherwise).
+        head, body = params[:1 if stamp is not None else 0], params[1 if stamp is not None else 0:]
+        width = len(columns) + 1
+        params = head + [body[n::width] for n in range(width)]
+        arrays = ", ".join(["%s::text[]"] + ["%s::timestamptz[]" if k else "%s::text[]" for k in kinds])
+        names = ", ".join(f"column{n + 1}" for n in range(width))
+        source = f"unnest({arrays}) AS v({names})"
+    else:
+        source = f"(VALUES {', '.join([row_sql] * len(rows))}) AS v"
+    sql = f"UPDATE {table} SET {', '.join(assignments)} FROM {source} WHERE {where}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def keyed_states(keyed: list[Loop], now: datetime) -> dict[str, ScheduleState]:

@@ -7,6 +7,7 @@ Interval and time-of-day loops fire here; keyed loops through ``schedules.keyed`
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,13 +18,13 @@ from lib.calendar import loop_rule
 from lib.slots import DueSlot, due_slots
 from runtime.models import Door
 from runtime.registry import Loop, Registry
-from runtime.services.admission import AdmissionRefused, admit_event
+from runtime.services.admission import admit_batch
 
 from .envelope import tick_envelope
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
-from .repair import repair_future_slots
-from .state import advance_loop, keyed_states, read_states, record_disabled, record_first_seen
+from .repair import future_limit, repair_future_slots
+from .state import Advance, advance_loops, due_states, ensure_synced, keyed_states, next_due_of, set_next_due
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +46,15 @@ def is_fresh(state: ScheduleState | None) -> bool:
     return state is None or not state.enabled or state.last_slot is None
 
 
-def due_ticks(*, now: datetime, registry: Registry, states: dict[str, ScheduleState]) -> list[tuple[Loop, DueSlot, bool]]:
+def due_ticks(
+    *, now: datetime, registry: Registry, states: dict[str, ScheduleState], names: list[str] | None = None,
+) -> list[tuple[Loop, DueSlot, bool]]:
     """What an iteration at ``now`` would fire: ``(loop, due slot, fresh)`` for enabled
-    interval and time-of-day loops (keyed loops fire per key, ``schedules.keyed``)."""
+    interval and time-of-day loops (keyed loops fire per key, ``schedules.keyed``), of
+    every registry loop or of the loops ``names``."""
     result = []
-    for loop in registry.loops.values():
+    loops = registry.loops.values() if names is None else [registry.loops[n] for n in names if n in registry.loops]
+    for loop in loops:
         if not loop.enabled or loop.keyed is not None:
             continue
         state = states.get(loop.name)
@@ -76,49 +81,92 @@ def left_to_the_slot_loop(registry: Registry, states: dict[str, ScheduleState]) 
     )
 
 
-def emit_due_ticks(*, now: datetime, registry: Registry, at: datetime | None = None) -> list[TickReport]:
-    """Admit every due tick at ``now`` and record disabled loops; returns the ticks fired.
+#: Ticks admitted per transaction: a burst of 10,000 is ten commits, and a crash between
+#: two loses nothing (the rest are still due) and doubles nothing (the unique eventIds).
+CHUNK = 1000
 
-    Each tick and its ``ScheduleState`` update commit in one transaction. Keyed loops
-    first apply their setting and clearing events, then fire their due rows. A last slot
-    in the future (a clock stepped back) is repaired first (``schedules.repair``).
+
+def emit_due_ticks(
+    *, now: datetime, registry: Registry, at: datetime | None = None, renew: Callable[[], bool] | None = None,
+) -> list[TickReport]:
+    """Admit every due tick at ``now``; returns the ticks fired (docs/design.md §5).
+
+    When the states were synced with other loops than ``registry``'s, ``sync_registry``
+    first (disabled loops, first-seen loops, every ``next_due``: ``ensure_synced``); then one query reads the
+    states due (``next_due``) and those to repair (a last slot in the future, a clock
+    stepped back: ``schedules.repair``). Keyed loops apply their setting and clearing
+    events, then fire their due rows. The due ticks are admitted ``CHUNK`` at a time,
+    each chunk one transaction: one insert of the events, one of their journal entries,
+    one update of their states (``admit_batch``, ``advance_loops``). ``renew`` (the
+    emitter's lease) is called between chunks; when it answers False the lease is lost
+    and the remaining ticks are left to the new holder.
 
     ``at`` (``schedule tick --at``, never after ``now``) computes the due slots as if at
     that instant; the loops of ``left_to_the_slot_loop`` are not fired, and everything
     written — admissions, the states, the journal — is stamped ``now``, the real instant.
     """
-    states = read_states()
-    record_disabled(registry, states)
-    record_first_seen(registry, states, now)
+    ensure_synced(registry, now)
+    states = due_states(due_by=at or now, future_after=future_limit(now))
     repair_future_slots(registry, states, now=now)
     if at is not None:
         left = set(left_to_the_slot_loop(registry, states))
-        due = [(loop, slot, fresh) for loop, slot, fresh in due_ticks(now=at, registry=registry, states=states)
-               if loop.name not in left]
-        return _admit_ticks(due, registry, now)
+        due = [(loop, slot, fresh) for loop, slot, fresh in _due_from(states, at, registry) if loop.name not in left]
+        return _admit_ticks(due, registry, now, renew)
     reports = _emit_keyed(registry, now)
-    return reports + _admit_ticks(due_ticks(now=now, registry=registry, states=states), registry, now)
+    return reports + _admit_ticks(_due_from(states, now, registry), registry, now, renew)
 
 
-def _admit_ticks(due_list: list[tuple[Loop, DueSlot, bool]], registry: Registry, now: datetime) -> list[TickReport]:
-    """Admit each due tick with its state update, one transaction each, at ``now``."""
+def _due_from(states: dict[str, ScheduleState], instant: datetime, registry: Registry) -> list[tuple[Loop, DueSlot, bool]]:
+    """The due ticks of the fetched ``states`` at ``instant``; a state fetched but found not
+    due (its loop changed, or another process fired it) gets its ``next_due`` corrected."""
+    fetched = [s for s in states.values() if s.next_due is not None and s.next_due <= instant]
+    by_name = {s.loop: s for s in fetched}
+    due = due_ticks(now=instant, registry=registry, states=by_name, names=list(by_name))
+    firing = {loop.name for loop, _, _ in due}
+    stale = []
+    for state in fetched:
+        if state.loop not in firing:
+            state.next_due = next_due_of(registry.loops.get(state.loop), state, instant)
+            if state.next_due is not None and state.next_due <= instant:
+                continue  # a loop left to the slot loop by ``--at``; it fires there
+            stale.append(state)
+    set_next_due(stale)
+    return due
+
+
+def _admit_ticks(
+    due_list: list[tuple[Loop, DueSlot, bool]], registry: Registry, now: datetime, renew: Callable[[], bool] | None,
+) -> list[TickReport]:
+    """Admit the due ticks ``CHUNK`` at a time, each chunk with its state updates in one
+    transaction, at ``now``."""
     reports = []
-    for loop, due, fresh in due_list:
-        envelope = tick_envelope(loop, due)
-        try:
-            with transaction.atomic():
-                admission = admit_event(envelope, door=Door.SCHEDULE, now=now, registry=registry)
-                advance_loop(loop.name, due.slot, envelope["eventId"], now, fresh=fresh)
-        except AdmissionRefused as exc:
-            # The load-time sample tick makes this all but impossible; if it happens, the
-            # other loops still tick, and the doctor reports this one as stopped.
-            logger.error(
-                "loop %s: tick %s refused: %s", loop.name, envelope["eventId"], exc,
-                extra={"action": "tick_refused", "loop": loop.name},
+    for first in range(0, len(due_list), CHUNK):
+        if first and renew is not None and not renew():
+            logger.warning(
+                "tick emitter lease lost after %s of %s ticks; the new holder fires the rest", first, len(due_list),
+                extra={"action": "tick_lease_lost"},
             )
-            continue
-        reports.append(TickReport(loop.name, envelope["eventId"], due.slot, due.skipped_slots, admission.admitted))
-        if admission.admitted:
+            break
+        reports += _admit_chunk(due_list[first:first + CHUNK], registry, now)
+    return reports
+
+
+def _admit_chunk(chunk: list[tuple[Loop, DueSlot, bool]], registry: Registry, now: datetime) -> list[TickReport]:
+    envelopes = [tick_envelope(loop, due) for loop, due, _ in chunk]
+    advances = {}
+    for (loop, due, fresh), envelope in zip(chunk, envelopes, strict=True):
+        rule = loop_rule(loop)
+        advances[loop.name] = Advance(loop.name, due.slot, envelope["eventId"], rule.after(rule.floor(due.slot)), fresh)
+    with transaction.atomic():
+        # Every registry loop passed its sample tick at load, and a tick differs from the
+        # sample only in its slot and counts: no per-tick validation (docs/design.md §3).
+        batch = admit_batch(envelopes, door=Door.SCHEDULE, now=now, registry=registry, validate=False)
+        advance_loops(list(advances.values()), now)
+    reports = []
+    for (loop, due, _), envelope in zip(chunk, envelopes, strict=True):
+        admitted = envelope["eventId"] in batch.admitted
+        reports.append(TickReport(loop.name, envelope["eventId"], due.slot, due.skipped_slots, admitted))
+        if admitted:
             log = logger.warning if due.skipped_slots else logger.info
             log(
                 "loop %s fired slot %s (%s skipped)", loop.name, envelope["payload"]["slot"], due.skipped_slots,
@@ -127,9 +175,22 @@ def _admit_ticks(due_list: list[tuple[Loop, DueSlot, bool]], registry: Registry,
     return reports
 
 
+def keyed_loops(registry: Registry) -> list[Loop]:
+    """The keyed loops of ``registry``, found once per registry in force (an idle iteration
+    does not walk every loop)."""
+    cached = _keyed.get("registry")
+    if cached is None or cached[0] is not registry:
+        cached = (registry, [loop for loop in registry.loops.values() if loop.keyed is not None])
+        _keyed["registry"] = cached
+    return cached[1]
+
+
+_keyed: dict[str, tuple[Registry, list[Loop]]] = {}
+
+
 def _emit_keyed(registry: Registry, now: datetime) -> list[TickReport]:
     """Apply the keyed loops' events, then admit their due rows' ticks (``schedules.keyed``)."""
-    keyed = [loop for loop in registry.loops.values() if loop.keyed is not None]
+    keyed = keyed_loops(registry)
     if not keyed:
         return []
     states = keyed_states(keyed, now)

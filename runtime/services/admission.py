@@ -1,16 +1,20 @@
 """``admit_event``: the one way an event gets into the runtime (docs/design.md §3).
 
-Every door — the slot loop, the outbox, ``/github``, ``/events``, ``inject`` — calls it.
-It validates the envelope, the type and the payload, refuses reserved eventIds from
-the wrong door, and inserts under the unique eventId, so a second admission of the same
-eventId admits nothing and reports a duplicate.
+Every door — the slot loop, the outbox, ``/github``, ``/events``, ``inject`` — calls it,
+or its batched form ``admit_batch`` (the slot loop's ticks and the outbox). It validates
+the envelope, the type and the payload, refuses reserved eventIds from the wrong door,
+and inserts under the unique eventId, so a second admission of the same eventId admits
+nothing and reports a duplicate.
 """
 
+import functools
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import JSONField
 
 from lib.instants import InstantError, format_instant, parse_instant
 from lib.json_schema import validator_for
@@ -19,12 +23,15 @@ from lib.refusals import Refused
 from runtime.models import DOOR_ACTOR, Door, Event
 from runtime.registry import Registry, get_registry
 
-from .journal import record
+from .journal import entry, record_many
 
 logger = logging.getLogger(__name__)
 
 #: eventId prefixes only one door may use: ticks and chain events have derived identities.
 RESERVED_PREFIXES = {"clock:": Door.SCHEDULE, "chain:": Door.CHAIN}
+#: Most rows one ``INSERT … VALUES`` of ``admit_batch`` carries: about 15 parameters a row
+#: stays far below SQLite's 32,766 and PostgreSQL's 65,535 parameters a statement.
+INSERT_ROWS = 1000
 
 @dataclass(frozen=True)
 class Admission:
@@ -131,6 +138,139 @@ def _bridge_job(envelope: dict, door: Door) -> dict:
     return {}
 
 
+@functools.lru_cache(maxsize=4096)
+def _instant(text: str) -> datetime:
+    """``parse_instant``, remembered: the ticks of a burst share their slot."""
+    return parse_instant(text)
+
+
+def _event_row(envelope: dict, door: Door, now: datetime) -> Event:
+    """The unsaved ``Event`` of a valid ``envelope``; ticks record their loop, key and slot."""
+    payload = envelope["payload"]
+    tick = door == Door.SCHEDULE and "loop" in payload and "slot" in payload
+    return Event(
+        uid=envelope["eventId"],
+        type=envelope["type"],
+        source=envelope["source"],
+        subject=envelope["subject"],
+        occurred_at=_instant(envelope["occurredAt"]),
+        correlation_id=envelope["correlationId"],
+        causation_id=envelope.get("causationId"),
+        payload=payload,
+        door=door,
+        admitted_at=now,
+        loop=payload["loop"] if tick else None,
+        loop_key=payload.get("key") if tick else None,
+        slot=_instant(payload["slot"]) if tick else None,
+    )
+
+
+def _admitted_entry(event: Event, envelope: dict, door: Door, now: datetime):
+    """The ``event_admitted`` journal entry of ``event`` (unsaved)."""
+    return entry(
+        "event_admitted",
+        DOOR_ACTOR[door],
+        at=now,
+        event=event,
+        data={"eventId": event.uid, "type": event.type, "source": event.source, "door": door.value,
+              **_bridge_job(envelope, door)},
+    )
+
+
+@dataclass
+class BatchAdmission:
+    """What ``admit_batch`` did: ``admitted`` maps each inserted eventId to its new
+    ``Event`` id; ``duplicates`` are the eventIds already present (another process, an
+    earlier iteration, or twice in the batch); ``refused`` maps the position in the batch
+    of each refused envelope to its ``[{code, detail}]``."""
+
+    admitted: dict[str, int] = field(default_factory=dict)
+    duplicates: set[str] = field(default_factory=set)
+    refused: dict[int, list[dict]] = field(default_factory=dict)
+
+
+def admit_batch(envelopes: list[dict], *, door: Door, now: datetime, registry: Registry, validate: bool = True) -> BatchAdmission:
+    """Admit many envelopes through ``door`` at ``now``: ``admit_event`` for a batch; call
+    inside the caller's transaction (docs/design.md §3).
+
+    One ``INSERT … ON CONFLICT (uid) DO NOTHING RETURNING id, uid`` per ``INSERT_ROWS``
+    envelopes, so the rows this call inserted are known from the insert itself — never
+    from a read-back, which another inserter's rows would fool — and one multi-row insert
+    of exactly their ``event_admitted`` entries. ``validate=False`` skips
+    ``validate_envelope``: only for ticks built from a registry that validated the loop's
+    sample tick at load (docs/design.md §3). A refused envelope is left out and reported;
+    the caller journals it. Duplicates are not compared with the stored content.
+    """
+    by_id, refused = {}, {}
+    for position, envelope in enumerate(envelopes):
+        errors = validate_envelope(envelope, door=door, registry=registry) if validate else []
+        if errors:
+            refused[position] = errors
+        else:
+            by_id.setdefault(envelope["eventId"], envelope)
+    rows = [_event_row(envelope, door, now) for envelope in by_id.values()]
+    admitted = {}
+    for first in range(0, len(rows), INSERT_ROWS):
+        admitted.update(_insert_new(rows[first:first + INSERT_ROWS]))
+    entries = []
+    for row in rows:
+        if row.uid in admitted:
+            row.pk = admitted[row.uid]
+            entries.append(_admitted_entry(row, by_id[row.uid], door, now))
+    record_many(entries)
+    duplicates = set(by_id) - set(admitted)
+    return BatchAdmission(admitted=admitted, duplicates=duplicates, refused=refused)
+
+
+def _insert_new(rows: list[Event]) -> dict[str, int]:
+    """Insert ``rows`` in one statement, skipping eventIds already stored; returns
+    ``{eventId: id}`` of the rows inserted (PostgreSQL, SQLite 3.35+)."""
+    if not rows:
+        return {}
+    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
+    quote = connection.ops.quote_name
+    postgres = connection.vendor == "postgresql"
+    table = [[_column_value(f, f.pre_save(row, add=True), postgres) for f in fields] for row in rows]
+    columns = ", ".join(quote(f.column) for f in fields)
+    if postgres:
+        # One array per column: 15 parameters a statement, not 15 a row, which the driver
+        # would otherwise splice into the statement's text one by one. JSON travels as text.
+        params = [list(column) for column in zip(*table, strict=True)]
+        names = [f"c{n}" for n in range(len(fields))]
+        arrays = ", ".join(f"%s::{'text' if isinstance(f, JSONField) else f.db_type(connection)}[]" for f in fields)
+        picked = ", ".join(f"{n}::jsonb" if isinstance(f, JSONField) else n for n, f in zip(names, fields, strict=True))
+        source = f"SELECT {picked} FROM unnest({arrays}) AS u({', '.join(names)})"
+    else:
+        params = [value for row in table for value in row]
+        placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        source = f"VALUES {', '.join([placeholders] * len(rows))}"
+    sql = (
+        f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) {source} "
+        f"ON CONFLICT ({quote('uid')}) DO NOTHING RETURNING {quote('id')}, {quote('uid')}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {uid: pk for pk, uid in cursor.fetchall()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _adapted_instant(field, value: datetime):
+    """A field's database form of an instant, remembered: a batch shares a few (now, the slots)."""
+    return field.get_db_prep_save(value, connection)
+
+
+def _column_value(field, value, postgres: bool):
+    """``value`` as ``_insert_new`` sends it: text and null as they are (in a JSON column,
+    JSON text on PostgreSQL, where the column's array is text), instants adapted once."""
+    if isinstance(field, JSONField):
+        return (json.dumps(value) if value is not None else None) if postgres else field.get_db_prep_save(value, connection)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, datetime):
+        return _adapted_instant(field, value)
+    return field.get_db_prep_save(value, connection)
+
+
 def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | None = None) -> Admission:
     """Validate and store ``envelope`` as it came through ``door`` at ``now`` (UTC).
 
@@ -143,33 +283,11 @@ def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | Non
     if errors:
         raise AdmissionRefused(errors)
     event_id = envelope["eventId"]
-    payload = envelope["payload"]
-    tick = door == Door.SCHEDULE and "loop" in payload and "slot" in payload
     try:
         with transaction.atomic():
-            event = Event.objects.create(
-                uid=event_id,
-                type=envelope["type"],
-                source=envelope["source"],
-                subject=envelope["subject"],
-                occurred_at=parse_instant(envelope["occurredAt"]),
-                correlation_id=envelope["correlationId"],
-                causation_id=envelope.get("causationId"),
-                payload=payload,
-                door=door,
-                admitted_at=now,
-                loop=payload["loop"] if tick else None,
-                loop_key=payload.get("key") if tick else None,
-                slot=parse_instant(payload["slot"]) if tick else None,
-            )
-            record(
-                "event_admitted",
-                DOOR_ACTOR[door],
-                at=now,
-                event=event,
-                data={"eventId": event_id, "type": event.type, "source": event.source, "door": door.value,
-                      **_bridge_job(envelope, door)},
-            )
+            event = _event_row(envelope, door, now)
+            event.save(force_insert=True)
+            _admitted_entry(event, envelope, door, now).save(force_insert=True)
     except IntegrityError:
         existing = Event.objects.filter(uid=event_id).first()
         if existing is None:

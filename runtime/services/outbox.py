@@ -2,9 +2,9 @@
 
 ``write_outbox`` stores a finished run's chain as pending ``OutboxEntry`` rows inside
 ``finish_run``'s transaction, so a crash after that commit loses nothing;
-``publish_outbox`` (called by each slot-loop iteration) admits the pending rows through
-``admit_event`` with the ``chain`` door and settles each: published, or refused with
-the reasons.
+``publish_outbox`` (called by each slot-loop iteration) admits the pending rows in
+batches through ``admit_batch`` with the ``chain`` door and settles each: published, or
+refused with the reasons.
 """
 
 import logging
@@ -15,13 +15,15 @@ from django.db import transaction
 from runtime.models import Actor, Door, OutboxEntry, OutboxStatus, Run
 from runtime.registry import Registry
 
-from .admission import AdmissionRefused, admit_event
+from .admission import admit_batch
 from .journal import record
 
 logger = logging.getLogger(__name__)
 
 #: Most outbox rows one iteration publishes; the rest wait a second, ticks stay on time.
 OUTBOX_BATCH = 1000
+#: Outbox rows admitted per transaction.
+CHUNK = 500
 
 
 def write_outbox(run: Run, envelopes: list[dict], *, now: datetime) -> list[OutboxEntry]:
@@ -39,21 +41,23 @@ def write_outbox(run: Run, envelopes: list[dict], *, now: datetime) -> list[Outb
     return entries
 
 
-def next_pending_entry() -> OutboxEntry | None:
-    """The oldest outbox row not yet published or refused (``outbox_pending_idx``)."""
-    return OutboxEntry.objects.filter(status=OutboxStatus.PENDING).order_by("id").first()
+def pending_entries(limit: int) -> list[OutboxEntry]:
+    """The oldest ``limit`` outbox rows not yet published or refused (``outbox_pending_idx``)."""
+    return list(OutboxEntry.objects.filter(status=OutboxStatus.PENDING).select_related("run").order_by("id")[:limit])
 
 
-def mark_published(entry: OutboxEntry, *, duplicate: bool, now: datetime) -> bool:
-    """``pending → published``; False when another publisher settled the row first.
-
-    ``duplicate`` records that the event was already admitted (a publisher that died
-    between admission and this mark, when the two were not one transaction).
-    """
-    return bool(
-        OutboxEntry.objects.filter(pk=entry.pk, status=OutboxStatus.PENDING).update(
-            status=OutboxStatus.PUBLISHED, settled_at=now, duplicate=duplicate
-        )
+def mark_published(entries: list[OutboxEntry], admitted: dict[str, int], *, now: datetime) -> int:
+    """``pending → published`` for ``entries``; those whose eventId is not in ``admitted``
+    (the rows this publisher inserted) are recorded ``duplicate``: already admitted by
+    another publisher, or by one that died between admission and this mark when the two
+    were not one transaction. Rows another publisher settled first are left alone; returns
+    how many rows this call settled. Two updates."""
+    fresh = [e.pk for e in entries if e.event_uid in admitted]
+    seen = [e.pk for e in entries if e.event_uid not in admitted]
+    pending = OutboxEntry.objects.filter(status=OutboxStatus.PENDING)
+    return (
+        pending.filter(pk__in=fresh).update(status=OutboxStatus.PUBLISHED, settled_at=now, duplicate=False)
+        + pending.filter(pk__in=seen).update(status=OutboxStatus.PUBLISHED, settled_at=now, duplicate=True)
     )
 
 
@@ -83,20 +87,20 @@ def mark_refused(entry: OutboxEntry, errors: list[dict], *, now: datetime) -> bo
 def publish_outbox(*, now: datetime, registry: Registry, limit: int = OUTBOX_BATCH) -> int:
     """Admit pending chained events through the ``chain`` door, oldest first (docs/design.md §8).
 
-    Each row's admission and its ``published`` mark are one transaction, so a crash
-    leaves the row pending and the next iteration admits it then; an eventId already
-    admitted (another publisher) answers duplicate and the row is marked all the same:
-    exactly one admission either way. A row the registry refuses is marked ``refused``
-    with the reasons and journaled; the rows behind it go on. Returns how many rows
-    were settled.
+    ``CHUNK`` rows at a time, each chunk one transaction: their admission
+    (``admit_batch``: one insert of the events, one of their journal entries) and their
+    ``published`` marks, so a crash leaves the chunk pending and the next iteration
+    admits it then; an eventId already admitted (another publisher) is a duplicate and
+    its row is marked all the same: exactly one admission either way. A row the registry
+    refuses is marked ``refused`` with the reasons and journaled; the rest of its chunk is
+    admitted. Returns how many rows were settled or found settled, at most ``limit``.
     """
     settled = 0
-    while settled < limit and (entry := next_pending_entry()) is not None:
-        try:
-            with transaction.atomic():
-                admission = admit_event(entry.envelope, door=Door.CHAIN, now=now, registry=registry)
-                mark_published(entry, duplicate=admission.duplicate, now=now)
-        except AdmissionRefused as exc:
-            mark_refused(entry, exc.errors, now=now)
-        settled += 1
+    while settled < limit and (entries := pending_entries(min(CHUNK, limit - settled))):
+        with transaction.atomic():
+            batch = admit_batch([e.envelope for e in entries], door=Door.CHAIN, now=now, registry=registry)
+            mark_published([e for n, e in enumerate(entries) if n not in batch.refused], batch.admitted, now=now)
+            for position, errors in batch.refused.items():
+                mark_refused(entries[position], errors, now=now)
+        settled += len(entries)
     return settled

@@ -20,11 +20,13 @@ that is not keyed).
 
 import argparse
 import json
+from datetime import timedelta
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from lib.cadence import MAX_CADENCE_SECONDS
 from lib.instants import InstantError, format_instant, parse_instant
 from ops.earning import DEFAULT_WINDOW, WindowError, earning_report, window_start
 from ops.schedule_text import list_text, next_keyed_text, next_text, report_text, show_text, tick_text
@@ -155,6 +157,9 @@ class Command(BaseCommand):
                 at = parse_instant(options["at"])
             except InstantError as exc:
                 raise CommandError(str(exc), returncode=EXIT_REFUSED) from None
+            # The slots around ``at`` must be computable for the longest cadence, whichever
+            # loops happen to be due (an OverflowError is answered below).
+            _ = (at - timedelta(seconds=MAX_CADENCE_SECONDS), at + timedelta(seconds=MAX_CADENCE_SECONDS))
         if at > now and not options["dry_run"]:
             raise CommandError(
                 f"{format_instant(at)} is in the future: firing it would silence its loops until then; "

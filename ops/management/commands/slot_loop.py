@@ -1,6 +1,7 @@
 """``manage.py slot_loop``: the one-second loop alone — ticks, planning (docs/design.md §5, §7).
 
-``runserve`` starts it as a child process; ``--once`` runs one iteration and exits.
+``runserve`` starts it as a child process; ``--once`` runs one iteration and exits. It
+exits 1 when its tick thread failed (``ops.slot_loop.run_tick_emitter``).
 """
 
 from django.core.management.base import BaseCommand
@@ -20,4 +21,5 @@ class Command(BaseCommand):
         stop = stop_on_signals()
         if not options["once"]:  # a long-running process keeps a row: host, pid, clock offset (§11)
             keep_row("slot-loop", stop)
-        run_slot_loop(stop=stop, once=options["once"])
+        if not run_slot_loop(stop=stop, once=options["once"]):
+            raise SystemExit(1)

@@ -1,0 +1,80 @@
+"""The tick emitter lease: one slot-loop process at a time emits ticks (docs/design.md §5; docs/operations.md).
+
+Several ``runserve`` processes may share one database; each runs a slot loop, and
+each slot loop's tick thread asks every iteration for the ``TickEmitterLease`` row.
+The holder renews it (every iteration, and between the chunks of a burst); the others
+take it only once it has expired on the database's clock, in one compare-and-swap
+update, so two processes never both emit. A holder that dies stops renewing: within
+``LEASE_SECONDS`` plus one iteration another process holds the lease and fires the
+slots of that window (late, by at most the takeover, and each once: the eventId is the
+slot). A holder that stops cleanly expires its lease at once.
+
+Not a session advisory lock: the slot loop closes its connections between iterations.
+"""
+
+import logging
+import os
+import secrets
+import socket
+from datetime import datetime, timedelta
+
+from django.db.models import Q
+
+from .models import TickEmitterLease
+
+logger = logging.getLogger(__name__)
+
+#: The one lease row's name.
+LEASE_NAME = "ticks"
+#: How long a renewal holds the lease (seconds, on the database's clock). With one-second
+#: iterations a dead holder is replaced within this plus one second: at most 4 s.
+LEASE_SECONDS = 3
+
+
+def holder_name() -> str:
+    """``host:pid:token``: this process, and a token so that a reused pid is another holder."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class EmitterLease:
+    """This process's side of the lease; ``held`` is what the last ``hold`` answered."""
+
+    def __init__(self, holder: str | None = None):
+        self.holder = holder or holder_name()
+        self.held = False
+
+    def hold(self, now: datetime) -> bool:
+        """Renew the lease, or take it if it expired, at ``now`` (the database's instant);
+        returns True when this process holds it until ``now + LEASE_SECONDS``. One update
+        for the holder; the row is created the first time any process asks."""
+        held = self._take(now)
+        if not held and not TickEmitterLease.objects.filter(name=LEASE_NAME).exists():
+            TickEmitterLease.objects.bulk_create(
+                [TickEmitterLease(name=LEASE_NAME, holder="", acquired_at=now, expires_at=now)], ignore_conflicts=True
+            )
+            held = self._take(now)
+        if held != self.held:
+            if held:
+                logger.info("this process emits ticks now (lease %s)", self.holder,
+                            extra={"action": "tick_emitter_acquired", "holder": self.holder})
+            else:
+                logger.warning("this process lost the tick emitter lease (%s)", self.holder,
+                               extra={"action": "tick_emitter_lost", "holder": self.holder})
+        self.held = held
+        return held
+
+    def _take(self, now: datetime) -> bool:
+        mine = TickEmitterLease.objects.filter(name=LEASE_NAME, holder=self.holder)
+        if self.held and mine.filter(expires_at__gt=now).update(expires_at=now + timedelta(seconds=LEASE_SECONDS)):
+            return True
+        return bool(
+            TickEmitterLease.objects.filter(name=LEASE_NAME)
+            .filter(Q(holder=self.holder, expires_at__gt=now) | Q(expires_at__lte=now))
+            .update(holder=self.holder, acquired_at=now, expires_at=now + timedelta(seconds=LEASE_SECONDS))
+        )
+
+    def release(self, now: datetime) -> None:
+        """Give the lease up at ``now`` (a clean stop): another process takes it at its next iteration."""
+        if self.held:
+            TickEmitterLease.objects.filter(name=LEASE_NAME, holder=self.holder).update(expires_at=now)
+            self.held = False

@@ -1,0 +1,147 @@
+"""Batched admission of ticks and of any envelopes (docs/design.md §3, §5): exactly once by eventId,
+a refused envelope journaled and the rest admitted, a crash between chunks losing and doubling nothing."""
+
+from unittest import mock
+
+import pytest
+
+from lib.slots import DueSlot
+from runtime.models import Door, Event, JournalEntry
+from runtime.registry import get_registry
+from runtime.services.admission import admit_batch, admit_event
+from schedules import ticks
+from schedules.envelope import tick_envelope
+from schedules.models import ScheduleState
+from tests.conftest import at
+from tests.helpers import tick
+
+pytestmark = pytest.mark.django_db
+
+SLOT = "2026-11-30T21:07:00Z"
+
+
+def five_loops(registry_files) -> list[str]:
+    """Five enabled one-minute watched loops (reaper copies), each fired once at 21:06."""
+    def change(data):
+        template = {**data["reaper"], "every": "1m", "enabled": True}
+        data.clear()
+        data.update({f"loop-{i}": dict(template) for i in range(5)})
+    registry_files.update("schedules.json", change)
+    tick("2026-11-30T21:06:00Z")
+    return [f"loop-{i}" for i in range(5)]
+
+
+def admitted_entries(event_ids) -> list[str]:
+    return sorted(
+        JournalEntry.objects.filter(action="event_admitted", data__eventId__in=list(event_ids))
+        .values_list("data__eventId", flat=True)
+    )
+
+
+def test_a_tick_another_process_admitted_is_a_duplicate_and_the_rest_of_the_batch_is_admitted(registry_files):
+    names = five_loops(registry_files)
+    ids = [f"clock:{name}:{SLOT}" for name in names]
+    registry = get_registry()
+    other = tick_envelope(registry.loops["loop-2"], DueSlot(at(SLOT), 0))
+    assert admit_event(other, door=Door.SCHEDULE, now=at("2026-11-30T21:07:00.100Z"), registry=registry).admitted
+
+    report = tick("2026-11-30T21:07:00.500Z")
+    assert [(t.event_id, t.admitted) for t in report.ticks] == [(i, i != ids[2]) for i in ids]
+    assert Event.objects.filter(uid__in=ids).count() == 5
+    assert admitted_entries(ids) == ids  # one entry each: the other process's and four of this batch
+    states = ScheduleState.objects.filter(loop__in=names).order_by("loop")
+    assert [(s.last_event_id, s.next_due) for s in states] == [(i, at("2026-11-30T21:08:00Z")) for i in ids]
+
+
+def test_a_refused_envelope_in_a_batch_is_reported_by_position_and_the_rest_admitted(registry_files):
+    registry = get_registry()
+    good = [tick_envelope(registry.loops["heartbeat"], DueSlot(at(s), 0))
+            for s in ("2026-11-30T21:00:00Z", "2026-11-30T21:05:00Z")]
+    bad = {**good[0], "eventId": "clock:heartbeat:bogus", "type": "no.such.type"}
+    batch = admit_batch([good[0], bad, good[1], good[0]], door=Door.SCHEDULE, now=at("2026-11-30T21:06:00Z"),
+                        registry=registry)
+    assert batch.refused == {1: [{"code": "unregistered_type", "detail": "event type 'no.such.type' is not registered"}]}
+    assert sorted(batch.admitted) == [good[0]["eventId"], good[1]["eventId"]]
+    assert batch.duplicates == set()
+    assert sorted(Event.objects.values_list("uid", flat=True)) == sorted(batch.admitted)
+    assert admitted_entries(batch.admitted) == sorted(batch.admitted)
+
+    again = admit_batch(good, door=Door.SCHEDULE, now=at("2026-11-30T21:06:01Z"), registry=registry)
+    assert (again.admitted, again.duplicates) == ({}, {good[0]["eventId"], good[1]["eventId"]})
+    assert JournalEntry.objects.filter(action="event_admitted").count() == 2
+
+
+def test_a_crash_between_chunks_loses_and_doubles_nothing(registry_files, monkeypatch):
+    names = five_loops(registry_files)
+    ids = [f"clock:{name}:{SLOT}" for name in names]
+    monkeypatch.setattr(ticks, "CHUNK", 2)
+    real = ticks.advance_loops
+    calls = []
+
+    def crash_on_the_second_chunk(advances, now):
+        calls.append(len(advances))
+        if len(calls) == 2:
+            raise RuntimeError("killed")
+        return real(advances, now)
+
+    with mock.patch.object(ticks, "advance_loops", crash_on_the_second_chunk), pytest.raises(RuntimeError):
+        tick("2026-11-30T21:07:00.500Z")
+    assert list(Event.objects.filter(uid__in=ids).order_by("uid").values_list("uid", flat=True)) == ids[:2]
+
+    report = tick("2026-11-30T21:07:01Z")
+    assert [(t.event_id, t.admitted) for t in report.ticks] == [(i, True) for i in ids[2:]]
+    assert Event.objects.filter(uid__in=ids).count() == 5
+    assert admitted_entries(ids) == ids
+    assert tick("2026-11-30T21:07:02Z").ticks == []
+
+
+def test_a_lost_lease_stops_the_burst_between_chunks(registry_files, monkeypatch):
+    five_loops(registry_files)
+    monkeypatch.setattr(ticks, "CHUNK", 2)
+    answers = iter([True, False])
+    fired = ticks.emit_due_ticks(now=at("2026-11-30T21:07:00.500Z"), registry=get_registry(), renew=lambda: next(answers))
+    assert [t.loop for t in fired] == ["loop-0", "loop-1", "loop-2", "loop-3"]
+    assert Event.objects.filter(slot=at(SLOT)).count() == 4
+
+
+def statement_names(queries) -> list[str]:
+    """``SELECT schedules_schedulestate``: each statement's verb and first table, in order."""
+    names = []
+    for query in queries:
+        words = query["sql"].replace('"', "").split()
+        table = next((words[n + 1] for n, w in enumerate(words[:-1]) if w.upper() in ("FROM", "INTO", "UPDATE")), "")
+        names.append(f"{words[0].upper()} {table}".strip())
+    return names
+
+
+def idle_statements(registry_files, count: int, minute: str) -> tuple[list[str], int]:
+    """The statements of ``emit_due_ticks`` and how many a whole iteration makes, nothing due, ``count``
+    one-minute loops all fired at ``minute`` (``2026-11-30T21:MM``)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def change(data):
+        template = {**(data.get("reaper") or data["loop-0000"]), "every": "1m", "enabled": True}
+        data.clear()
+        data.update({f"loop-{i:04d}": dict(template) for i in range(count)})
+    registry_files.update("schedules.json", change)
+    with mock.patch("ops.slot_loop.plan_pending", return_value=0):
+        assert len(tick(f"{minute}:00Z").ticks) == count
+    Event.objects.update(planned_at=at(f"{minute}:00Z"), planning_outcome="NOOP")
+    with CaptureQueriesContext(connection) as emission:
+        assert ticks.emit_due_ticks(now=at(f"{minute}:02Z"), registry=get_registry()) == []
+    with CaptureQueriesContext(connection) as iteration:
+        report = tick(f"{minute}:03Z")
+    assert (report.ticks, report.planned, report.published) == ([], 0, 0)
+    return statement_names(emission.captured_queries), len(iteration.captured_queries)
+
+
+def test_an_idle_iteration_makes_the_same_named_statements_at_10_and_1000_loops(registry_files):
+    few = idle_statements(registry_files, 10, "2026-11-30T21:06")
+    many = idle_statements(registry_files, 1000, "2026-11-30T21:16")
+    assert few[0] == many[0] == [
+        "SELECT schedules_schedulesync",   # the loops synced with this registry?
+        "SELECT schedules_schedulestate",  # the due states, and those to repair
+        "SELECT schedules_keyedschedule",  # keyed rows to repair
+    ]
+    assert few[1] == many[1]
