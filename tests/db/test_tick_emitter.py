@@ -62,6 +62,7 @@ def test_planning_waits_while_the_tick_thread_emits(monkeypatch):
     steps = []
     monkeypatch.setattr(slot_loop, "plan_pending", lambda **kw: steps.append(kw["limit"]) or kw["limit"])
     monkeypatch.setattr(slot_loop, "PLAN_LIMIT", 50)
+    monkeypatch.setattr(slot_loop, "PLAN_STEP", 20)
     slot_loop.emitting.set()
     done = []
     planner = threading.Thread(target=lambda: done.append(slot_loop.plan_in_steps(now=T0, registry=None)))
