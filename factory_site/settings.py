@@ -137,6 +137,24 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
+# --- the approval API and its OpenAPI description (docs/api.md) ---------------------------
+INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
+REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] = "drf_spectacular.openapi.AutoSchema"
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Factory event runtime",
+    "DESCRIPTION": "The intake doors, the schedule and status reads and the approval API (docs/api.md).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The browsable page is served from the sidecar's static files: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "ProposalStatusEnum": "runtime.models.ProposalStatus",
+        "RunStatusEnum": "runtime.models.RunStatus",
+    },
+}
+
 # --- the runtime's own settings (docs/design.md §10) ---------------------------------------
 FACTORY_REGISTRY_DIR = Path(env.str("FACTORY_REGISTRY_DIR", default=str(BASE_DIR / "registry")))
 FACTORY_CONFIG_DIR = Path(env.str("FACTORY_CONFIG_DIR", default=str(BASE_DIR / "config")))
