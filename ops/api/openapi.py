@@ -14,7 +14,6 @@ from .shapes import (
     ErrorSerializer,
     EventItemSerializer,
     EventPageSerializer,
-    NoteSerializer,
     ProposalItemSerializer,
     ProposalPageSerializer,
     RejectedSerializer,
@@ -77,13 +76,16 @@ COMMON = {
 }
 NOT_FOUND = {404: refusal("`not_found`: no row of that id")}
 PAGE = [
-    OpenApiParameter("page", int, description="the page, from 1; past the last page is 404 `not_found`"),
-    OpenApiParameter("pageSize", int, description="items per page: default 50, at most 500"),
+    OpenApiParameter("page", {"type": "integer", "minimum": 1},
+                     description="the page, from 1; past the last page is 404 `not_found`"),
+    OpenApiParameter("pageSize", {"type": "integer", "minimum": 1},
+                     description="items per page: default 50, at most 500 (a larger one is 500)"),
 ]
-BAD_FILTER = {400: refusal("`invalid_filter`: a status not in the enum, or a loop or type with control characters "
+BAD_FILTER = {400: refusal("`invalid_filter`: a status not in the enum, or a loop or type with a NUL "
                            "or longer than its column"),
               404: refusal("`not_found`: a page past the last one")}
-LOOP = OpenApiParameter("loop", str, description="only this loop's")
+NO_NUL = "^[^\\u0000]*$"
+LOOP = OpenApiParameter("loop", {"type": "string", "maxLength": 63, "pattern": NO_NUL}, description="only this loop's")
 ID = OpenApiParameter("id", str, OpenApiParameter.PATH, description="the row's integer id")
 
 
@@ -91,7 +93,17 @@ def _status(choices: list[str]) -> OpenApiParameter:
     return OpenApiParameter("status", str, enum=choices, description="only those in this status")
 
 
-def decision(operation_id: str, summary: str, ok, refusals: dict, *, request=NoteSerializer):
+#: A decision's body: ``{}`` or ``{"note": text}``, nothing else (400 ``invalid_body``).
+NOTE_BODY = {
+    "type": "object", "additionalProperties": False,
+    "properties": {"note": {"type": "string", "maxLength": 2000, "description": "journaled with the decision"}},
+}
+
+
+NOTE_REQUEST = {"application/json": NOTE_BODY}
+
+
+def decision(operation_id: str, summary: str, ok, refusals: dict, *, request=NOTE_REQUEST):
     return extend_schema(
         operation_id=operation_id, summary=summary, tags=["decisions"], request=request, parameters=[ID],
         responses={200: ok, **COMMON, **refusals,
@@ -107,7 +119,8 @@ def decision(operation_id: str, summary: str, ok, refusals: dict, *, request=Not
 
 events_list = extend_schema(
     operation_id="api_events_list", summary="List admitted events", tags=["reads"], responses={200: EventPageSerializer, **COMMON, **BAD_FILTER},
-    parameters=[*PAGE, OpenApiParameter("type", str, description="only this event type"), LOOP],
+    parameters=[*PAGE, OpenApiParameter("type", {"type": "string", "maxLength": 200, "pattern": NO_NUL},
+                                 description="only this event type"), LOOP],
 )
 event_read = extend_schema(operation_id="api_event_read", summary="Read an event", tags=["reads"], parameters=[ID],
                            responses={200: EventItemSerializer, **COMMON, **NOT_FOUND})

@@ -84,12 +84,6 @@ class RunItemSerializer(serializers.Serializer):
     stdoutPath = serializers.CharField(allow_null=True)
 
 
-class NoteSerializer(serializers.Serializer):
-    """The body of a decision: an optional note, at most 2,000 characters (``note_too_long``)."""
-
-    note = serializers.CharField(required=False, allow_blank=True, help_text="journaled with the decision")
-
-
 class ApprovedSerializer(serializers.Serializer):
     proposal = ProposalItemSerializer()
     run = RunItemSerializer()

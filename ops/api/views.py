@@ -74,21 +74,23 @@ def _words(detail) -> str:
 
 
 def row_id(text: str, kind: str) -> int:
-    """The id in a route, or 404 ``not_found``: ids are integers from 1 to ``MAX_ID``."""
+    """The id in a route, or 404 ``not_found``: ids are integers from 1 to ``MAX_ID``.
+
+    A decision reads its body first: a bad body is 400 whatever the id."""
     if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_ID:
         raise exceptions.NotFound(f"there is no {kind} {text!r}: ids are positive integers")
     return int(text)
 
 
 def text_filter(request, name: str) -> str | None:
-    """A ``loop`` or ``type`` query filter; 400 ``invalid_filter`` for a control character or an
-    over-long value (no row could match, and PostgreSQL refuses NUL in text)."""
+    """A ``loop`` or ``type`` query filter; 400 ``invalid_filter`` for a NUL (PostgreSQL refuses it
+    in text) or a value longer than its column (no row could match)."""
     value = request.query_params.get(name)
     if value is None:
         return None
-    if len(value) > FILTER_MAX_LENGTH[name] or not value.isprintable():
+    if len(value) > FILTER_MAX_LENGTH[name] or "\x00" in value:
         raise BadRequest(
-            f"?{name}= takes at most {FILTER_MAX_LENGTH[name]} printable characters", code="invalid_filter"
+            f"?{name}= takes at most {FILTER_MAX_LENGTH[name]} characters and no NUL", code="invalid_filter"
         )
     return value
 
@@ -188,16 +190,18 @@ class DecisionView(ApiView):
 class ProposalApprove(DecisionView):
     @openapi.proposal_approve
     def post(self, request, id: str):
+        note = decision_note(request)
         proposal_id = row_id(id, "proposal")
-        run = approve_proposal(proposal_id, note=decision_note(request), **self.decided_by(request))
+        run = approve_proposal(proposal_id, note=note, **self.decided_by(request))
         return Response({"proposal": proposal_item(_proposal(proposal_id)), "run": run_item(_run(run.pk))})
 
 
 class ProposalReject(DecisionView):
     @openapi.proposal_reject
     def post(self, request, id: str):
+        note = decision_note(request)
         proposal_id = row_id(id, "proposal")
-        reject_proposal(proposal_id, note=decision_note(request), **self.decided_by(request))
+        reject_proposal(proposal_id, note=note, **self.decided_by(request))
         return Response({"proposal": proposal_item(_proposal(proposal_id))})
 
 
@@ -223,9 +227,9 @@ class RunDetail(ApiView):
 class RunRetry(DecisionView):
     @openapi.run_retry
     def post(self, request, id: str):
-        run_id = row_id(id, "run")
         if decision_note(request):
             raise BadRequest("a retry takes no note", code="invalid_body")
+        run_id = row_id(id, "run")
         retry_run(run_id, **self.decided_by(request))
         return Response({"run": run_item(_run(run_id))})
 
@@ -233,8 +237,9 @@ class RunRetry(DecisionView):
 class RunClose(DecisionView):
     @openapi.run_close
     def post(self, request, id: str):
+        note = decision_note(request)
         run_id = row_id(id, "run")
-        close_run(run_id, note=decision_note(request), **self.decided_by(request))
+        close_run(run_id, note=note, **self.decided_by(request))
         return Response({"run": run_item(_run(run_id))})
 
 

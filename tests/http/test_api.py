@@ -88,8 +88,8 @@ def test_lists_filter_by_status_and_loop(client, proposals, approver):
 @pytest.mark.parametrize("query, detail", [
     ("/api/proposals?status=done", "?status= is one of pending, approved, rejected, superseded"),
     ("/api/runs?status=queued%00", "?status= is one of queued, claimed, running, succeeded, failed, abandoned, interrupted"),
-    ("/api/runs?loop=re%00aper", "?loop= takes at most 63 printable characters"),
-    ("/api/events?type=" + "t" * 201, "?type= takes at most 200 printable characters"),
+    ("/api/runs?loop=re%00aper", "?loop= takes at most 63 characters and no NUL"),
+    ("/api/events?type=" + "t" * 201, "?type= takes at most 200 characters and no NUL"),
 ])
 def test_a_bad_filter_is_400(client, proposals, query, detail):
     assert error(client.get(query, headers=bearer(SHARED))) == (400, {"error": "invalid_filter", "detail": detail})
