@@ -177,6 +177,12 @@ FACTORY_AGENT_COMMAND = env.str("FACTORY_AGENT_COMMAND", default="")
 FACTORY_FAKE_AGENTS = env.bool("FACTORY_FAKE_AGENTS", default=False)
 FACTORY_OPERATOR_USERNAME = env.str("FACTORY_OPERATOR_USERNAME", default="operator")
 FACTORY_OPERATOR_PASSWORD = env.str("FACTORY_OPERATOR_PASSWORD", default="")
+# Notifications (docs/notifications.md): off unless a channel is set.
+FACTORY_NOTIFY_EMAIL_TO = env.list("FACTORY_NOTIFY_EMAIL_TO", default=[])
+FACTORY_NOTIFY_WEBHOOK_URL = env.str("FACTORY_NOTIFY_WEBHOOK_URL", default="")
+FACTORY_NOTIFY_SECRET = env.str("FACTORY_NOTIFY_SECRET", default="")
+FACTORY_NOTIFY_PROPOSAL_WAIT_SECONDS = env.int("FACTORY_NOTIFY_PROPOSAL_WAIT_SECONDS", default=3600)
+FACTORY_NOTIFY_MAX_ATTEMPTS = env.int("FACTORY_NOTIFY_MAX_ATTEMPTS", default=8)
 # Tests only (tests/conftest.py): lets ``flush`` reset a test database, journal included,
 # through the journal guard's one door (runtime/management/commands/flush.py). Never read
 # from the environment: no deployment can switch it on.

@@ -66,3 +66,64 @@ class ApiToken(models.Model):
     @property
     def is_live(self) -> bool:
         return self.revoked_at is None
+
+
+class Alert(models.Model):
+    """A condition someone is told about (docs/notifications.md): raised when it appears, cleared
+    when it goes. ``key`` names it: ``anomaly:<doctor key>`` (``anomaly:stoppedSchedules``) or
+    ``proposalsWaiting:<loop>`` (``-`` for proposals of events that are not ticks).
+    ``detail`` is what was seen when raised. Written by ``ops.notify.raise_and_clear``.
+    """
+
+    key = models.CharField(max_length=200)
+    detail = models.JSONField(default=dict)
+    raised_at = models.DateTimeField()
+    cleared_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            # One open alert per condition: two notifiers at once cannot raise it twice.
+            models.UniqueConstraint(fields=["key"], condition=models.Q(cleared_at__isnull=True),
+                                    name="alert_open_key"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class NotificationStatus(models.TextChoices):
+    PENDING = "pending"
+    SENT = "sent"
+    #: Every attempt failed (``FACTORY_NOTIFY_MAX_ATTEMPTS``): kept, with its last error.
+    FAILED = "failed"
+
+
+class Notification(models.Model):
+    """One message about an alert on one channel (``email`` or ``webhook``): written with the
+    alert's change, sent later by ``ops.notify_send.send_one``, retried with back-off."""
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="notifications")
+    kind = models.CharField(max_length=8)  # "raised" or "cleared"
+    channel = models.CharField(max_length=8)  # "email" or "webhook"
+    message = models.JSONField()
+    status = models.CharField(max_length=8, choices=NotificationStatus.choices, default=NotificationStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    next_attempt_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["alert", "kind", "channel"], name="notification_once"),
+        ]
+        indexes = [
+            # The sender's queue (ops.notify_send.send_one): pending rows by when they are due.
+            models.Index(fields=["next_attempt_at"], condition=models.Q(status="pending"),
+                         name="notification_due_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.alert.key} {self.kind} by {self.channel}"
