@@ -1,5 +1,6 @@
-"""People's API tokens in the admin (docs/api.md "Tokens"): a person creates and revokes their own,
-a superuser anyone's; a new token is shown once, in the message after saving."""
+"""The ops tables in the admin: people's API tokens (docs/api.md "Tokens") — a person creates and
+revokes their own, a superuser anyone's, a new token is shown once in the message after saving —
+and the notifier's alerts and notifications, read-only (docs/notifications.md)."""
 
 from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
@@ -8,7 +9,7 @@ from django.urls import reverse
 from runtime import clock
 
 from .api.tokens import TokenRefused, create_token, revoke_token
-from .models import ApiToken
+from .models import Alert, ApiToken, Notification
 
 
 @admin.register(ApiToken)
@@ -82,3 +83,37 @@ class ApiTokenAdmin(admin.ModelAdmin):
             except TokenRefused as exc:
                 self.message_user(request, f"token {token.pk}: {exc.code}: {exc.detail}", messages.ERROR)
         self.message_user(request, f"{revoked} token(s) revoked")
+
+
+class MachineOwnedAdmin(admin.ModelAdmin):
+    """Rows the notifier writes: read by every staff user (what was raised is operations' news,
+    as ``/status`` is), changed by no one."""
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_staff
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Alert)
+class AlertAdmin(MachineOwnedAdmin):
+    list_display = ("key", "raised_at", "cleared_at")
+    list_filter = (("cleared_at", admin.EmptyFieldListFilter),)
+    search_fields = ("key",)
+
+
+@admin.register(Notification)
+class NotificationAdmin(MachineOwnedAdmin):
+    list_display = ("alert", "kind", "channel", "status", "attempts", "next_attempt_at", "sent_at", "last_error")
+    list_filter = ("status", "channel", "kind")
+    list_select_related = ("alert",)

@@ -9,6 +9,8 @@ goes through ``runtime.services.approval`` / ``interrupted`` with ``via: "api"``
 and the label of their token; ``now`` is the database's clock, read once per decision.
 """
 
+import logging
+
 from rest_framework import exceptions
 from rest_framework.generics import GenericAPIView
 from rest_framework.pagination import PageNumberPagination
@@ -23,6 +25,8 @@ from runtime.services.interrupted import close_run, retry_run
 
 from . import openapi
 from .auth import AUTHENTICATION_CLASSES, MayRead, PersonRequired, token_label
+
+logger = logging.getLogger("django.request")
 
 #: The largest id a row can have (a signed 64-bit primary key); a bigger number names no row,
 #: and is 404 rather than an overflow in the database.
@@ -57,12 +61,27 @@ class ApiView(GenericAPIView):
     def handle_exception(self, exc):
         if isinstance(exc, Refused):
             return Response({"error": exc.code, "detail": exc.detail}, status=exc.status)
+        if not isinstance(exc, exceptions.APIException):
+            return self.internal_error(exc)
         response = super().handle_exception(exc)
         if isinstance(exc, exceptions.APIException):
             codes = exc.get_codes()
             code = codes if isinstance(codes, str) else exc.default_code
             response.data = {"error": code, "detail": _words(exc.detail)}
         return response
+
+
+    def internal_error(self, exc: Exception) -> Response:
+        """500 ``{error: "internal_error", detail, requestId}`` (docs/design.md §10), as the doors
+        answer: the traceback goes to the log under the request's id, never to the client."""
+        request_id = getattr(self.request._request, "request_id", "")
+        logger.error("Internal Server Error: %s", self.request.path, exc_info=exc,
+                     extra={"action": "api_internal_error", "status_code": 500})
+        return Response({
+            "error": "internal_error",
+            "detail": "the server failed to answer this request; its log has the cause under this requestId",
+            "requestId": request_id,
+        }, status=500)
 
 
 def _words(detail) -> str:

@@ -195,3 +195,12 @@ def test_the_command_is_off_unless_configured_and_once_sends_what_is_due(registr
     call_command("notify", "--once")
     assert Notification.objects.count() == len(receiver.requests) > 0
     assert set(Notification.objects.values_list("status", flat=True)) == {"sent"}
+
+
+def test_the_admin_shows_alerts_and_notifications_read_only(client, configured, approver):
+    raise_and_clear(now=LATER)
+    client.force_login(approver)
+    assert client.get("/admin/ops/alert/").status_code == 200
+    page = client.get("/admin/ops/notification/")
+    assert page.status_code == 200 and "proposalsWaiting:reaper" in page.content.decode()
+    assert client.get("/admin/ops/notification/add/").status_code == 403

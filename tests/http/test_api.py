@@ -279,3 +279,16 @@ def test_closing_an_interrupted_run_with_a_note(interrupted, alice_token, victor
     assert response.status_code == 200
     assert (response.json()["run"]["status"], response.json()["run"]["reason"]) == ("abandoned", "closed_by_operator")
     assert JournalEntry.objects.get(action="run_closed").data == {"via": "api", "tokenLabel": "phone", "note": "done by hand"}
+
+
+def test_an_unexpected_failure_is_500_in_json_with_the_request_id(client, proposals, caplog):
+    from unittest import mock
+
+    with mock.patch("ops.api.views.proposal_item", side_effect=RuntimeError("boom")):
+        response = client.get("/api/proposals", headers={**bearer(SHARED), "X-Request-Id": "req-42"})
+    assert error(response) == (500, {
+        "error": "internal_error",
+        "detail": "the server failed to answer this request; its log has the cause under this requestId",
+        "requestId": "req-42"})
+    assert response.headers["X-Request-Id"] == "req-42"
+    assert [r.exc_info[1].args for r in caplog.records if r.name == "django.request" and r.exc_info] == [("boom",)]
