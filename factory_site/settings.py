@@ -179,6 +179,9 @@ FACTORY_OPERATOR_USERNAME = env.str("FACTORY_OPERATOR_USERNAME", default="operat
 FACTORY_OPERATOR_PASSWORD = env.str("FACTORY_OPERATOR_PASSWORD", default="")
 # Notifications (docs/notifications.md): off unless a channel is set.
 FACTORY_NOTIFY_EMAIL_TO = env.list("FACTORY_NOTIFY_EMAIL_TO", default=[])
+# Django's EMAIL_* settings from one URL (smtp://user:password@host:587/?tls=True, consolemail://).
+vars().update(env.email_url("FACTORY_NOTIFY_EMAIL_URL", default="smtp://localhost:25"))
+DEFAULT_FROM_EMAIL = env.str("FACTORY_NOTIFY_EMAIL_FROM", default="factory@localhost")
 FACTORY_NOTIFY_WEBHOOK_URL = env.str("FACTORY_NOTIFY_WEBHOOK_URL", default="")
 FACTORY_NOTIFY_SECRET = env.str("FACTORY_NOTIFY_SECRET", default="")
 FACTORY_NOTIFY_PROPOSAL_WAIT_SECONDS = env.int("FACTORY_NOTIFY_PROPOSAL_WAIT_SECONDS", default=3600)
