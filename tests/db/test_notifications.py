@@ -3,9 +3,7 @@ backend here) and a signed webhook (a loopback receiver), sent outside the decid
 retried with back-off, journaled; off unless configured."""
 
 import json
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from io import StringIO
 
 import pytest
@@ -21,41 +19,13 @@ from runtime.models import JournalEntry, Proposal
 from runtime.services.approval import reject_proposal
 from tests.conftest import at
 from tests.helpers import tick
+from tests.receiver import Receiver
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "notify-test-secret"
 WATCHED_REAPER = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n"
 LATER = at("2026-11-30T23:00:00Z")
-
-
-class Receiver:
-    """A loopback webhook receiver: records each request, answers ``self.status``."""
-
-    def __init__(self):
-        self.requests: list[tuple[dict, bytes]] = []
-        self.status = 200
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append((dict(self.headers), body))
-                self.send_response(receiver.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
