@@ -292,3 +292,14 @@ def test_an_unexpected_failure_is_500_in_json_with_the_request_id(client, propos
         "requestId": "req-42"})
     assert response.headers["X-Request-Id"] == "req-42"
     assert [r.exc_info[1].args for r in caplog.records if r.name == "django.request" and r.exc_info] == [("boom",)]
+
+
+def test_the_described_shapes_are_the_items_the_api_answers(proposals, approver):
+    from ops.api.shapes import EventItemSerializer, ProposalItemSerializer, RunItemSerializer
+
+    run = approve_proposal(proposals[1].pk, user=approver, now=NOW)
+    assert set(proposal_item(proposals[0])) == set(ProposalItemSerializer().fields)
+    assert set(run_item(run)) == set(RunItemSerializer().fields)
+    optional = {name for name, field in EventItemSerializer().fields.items() if not field.required}
+    assert set(EventItemSerializer().fields) - optional <= set(event_item(proposals[0].event)) <= set(
+        EventItemSerializer().fields)
