@@ -155,6 +155,8 @@ def test_the_settings_are_checked(settings, changes, expected):
     assert [e.id for e in run_checks() if e.id.startswith("ops.")] == expected
 
 
+# Transactional: the loop closes a connection whose autocommit is off, as a test's transaction has it.
+@pytest.mark.django_db(transaction=True)
 def test_the_command_is_off_unless_configured_and_once_sends_what_is_due(registry_files, settings, receiver):
     out = StringIO()
     call_command("notify", "--once", stdout=out)
