@@ -86,7 +86,8 @@ BAD_FILTER = {400: refusal("`invalid_filter`: a status not in the enum, or a loo
               404: refusal("`not_found`: a page past the last one")}
 NO_NUL = "^[^\\u0000]*$"
 LOOP = OpenApiParameter("loop", {"type": "string", "maxLength": 63, "pattern": NO_NUL}, description="only this loop's")
-ID = OpenApiParameter("id", str, OpenApiParameter.PATH, description="the row's integer id")
+ID = OpenApiParameter("id", {"type": "integer", "minimum": 1}, OpenApiParameter.PATH,
+                      description="the row's id; anything else is 404 `not_found`")
 
 
 def _status(choices: list[str]) -> OpenApiParameter:

@@ -55,6 +55,10 @@ class Live:
         }
         self.manage("migrate", "--no-input", "-v", "0")
         self.manage("ensure_operator")
+        # Rows to decide and read: one slot-loop iteration admits the loops' ticks and plans them
+        # (the watched reaper's a pending proposal, the heartbeat's a queued run).
+        (root / "schedule.yaml").write_text("schedules:\n  reaper:\n    enabled: true\n")
+        self.manage("schedule", "tick")
         self.person_token = self.manage("api_token", "create", "operator", "--label", "schemathesis").splitlines()[1]
         # A file, not a pipe: nothing reads the output until the end, and a full pipe would block
         # the server's logging (gunicorn's access line for every request) and so the server.
