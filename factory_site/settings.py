@@ -137,6 +137,24 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
+# --- the approval API and its OpenAPI description (docs/api.md) ---------------------------
+INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
+REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] = "drf_spectacular.openapi.AutoSchema"
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Factory event runtime",
+    "DESCRIPTION": "The intake doors, the schedule and status reads and the approval API (docs/api.md).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The browsable page is served from the sidecar's static files: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "ProposalStatusEnum": "runtime.models.ProposalStatus",
+        "RunStatusEnum": "runtime.models.RunStatus",
+    },
+}
+
 # --- the runtime's own settings (docs/design.md §10) ---------------------------------------
 FACTORY_REGISTRY_DIR = Path(env.str("FACTORY_REGISTRY_DIR", default=str(BASE_DIR / "registry")))
 FACTORY_CONFIG_DIR = Path(env.str("FACTORY_CONFIG_DIR", default=str(BASE_DIR / "config")))
@@ -159,6 +177,15 @@ FACTORY_AGENT_COMMAND = env.str("FACTORY_AGENT_COMMAND", default="")
 FACTORY_FAKE_AGENTS = env.bool("FACTORY_FAKE_AGENTS", default=False)
 FACTORY_OPERATOR_USERNAME = env.str("FACTORY_OPERATOR_USERNAME", default="operator")
 FACTORY_OPERATOR_PASSWORD = env.str("FACTORY_OPERATOR_PASSWORD", default="")
+# Notifications (docs/notifications.md): off unless a channel is set.
+FACTORY_NOTIFY_EMAIL_TO = env.list("FACTORY_NOTIFY_EMAIL_TO", default=[])
+# Django's EMAIL_* settings from one URL (smtp://user:password@host:587/?tls=True, consolemail://).
+vars().update(env.email_url("FACTORY_NOTIFY_EMAIL_URL", default="smtp://localhost:25"))
+DEFAULT_FROM_EMAIL = env.str("FACTORY_NOTIFY_EMAIL_FROM", default="factory@localhost")
+FACTORY_NOTIFY_WEBHOOK_URL = env.str("FACTORY_NOTIFY_WEBHOOK_URL", default="")
+FACTORY_NOTIFY_SECRET = env.str("FACTORY_NOTIFY_SECRET", default="")
+FACTORY_NOTIFY_PROPOSAL_WAIT_SECONDS = env.int("FACTORY_NOTIFY_PROPOSAL_WAIT_SECONDS", default=3600)
+FACTORY_NOTIFY_MAX_ATTEMPTS = env.int("FACTORY_NOTIFY_MAX_ATTEMPTS", default=8)
 # Tests only (tests/conftest.py): lets ``flush`` reset a test database, journal included,
 # through the journal guard's one door (runtime/management/commands/flush.py). Never read
 # from the environment: no deployment can switch it on.

@@ -16,6 +16,7 @@ handler500 = "factory_site.requests.server_error"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/", include("ops.api.urls")),
     path("", include("intake.urls")),
     path("", include("ops.urls")),
     path("", include("ops.web_urls")),

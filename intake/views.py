@@ -29,6 +29,7 @@ from intake.bodies import (
     require_media_type,
 )
 from intake.github import Ignored
+from intake.openapi import events_door, github_door
 from intake.services import receive_github_delivery
 from intake.signatures import verify_factory_signature, verify_github_signature
 from lib.json_text import decode_json
@@ -94,6 +95,7 @@ class IntakeView(APIView):
 class EventsView(IntakeView):
     """``POST /events``: a signed ``factory.event/v1`` envelope, admitted through the ``events`` door."""
 
+    @events_door
     def post(self, request):
         http = request._request  # the Django request: its stream is read once, here
         try:
@@ -121,6 +123,7 @@ class EventsView(IntakeView):
 class GitHubView(IntakeView):
     """``POST /github``: a GitHub webhook delivery, translated as docs/intake.md tables it, admitted through the ``github`` door."""
 
+    @github_door
     def post(self, request):
         http = request._request  # the Django request: its stream is read once, here
         try:

@@ -13,6 +13,7 @@ class OpsConfig(AppConfig):
         # the runtime's builtin adapter runs it by name (docs/design.md §8).
         from runtime.adapters.builtin import register_builtin
 
+        from . import checks  # noqa: F401  (registers the notification settings' checks)
         from .health import health_report
 
         register_builtin("health", health_report)

@@ -12,6 +12,7 @@ from runtime import clock
 from runtime.registry import store
 from schedules.overview import schedules_overview
 
+from .api.openapi import schedules_read, status_read
 from .auth import AUTHENTICATION_CLASSES, TokenOrStaff
 from .doctor import collect_status
 
@@ -38,6 +39,7 @@ class ReadView(APIView):
 class SchedulesView(ReadView):
     """Every effective loop, as ``schedule list --json``."""
 
+    @schedules_read
     def get(self, request):
         store.refresh()
         views = schedules_overview(store.current(), now=clock.database_now())
@@ -47,5 +49,6 @@ class SchedulesView(ReadView):
 class StatusView(ReadView):
     """The doctor's document; 200 whatever it says (``ok`` tells), so a monitor reads it."""
 
+    @status_read
     def get(self, request):
         return Response(collect_status(now=clock.database_now()))

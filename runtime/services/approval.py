@@ -49,22 +49,29 @@ def _check_note(note: str, refusal: type[ApprovalRefused]) -> None:
         raise refusal("note_too_long", f"the note has {len(note)} characters; at most {NOTE_MAX_LENGTH}")
 
 
-def _decision_data(via: str, os_user: str | None, note: str = "") -> dict:
+def _decision_data(via: str, os_user: str | None, note: str = "", token_label: str = "") -> dict:
+    """The journal's ``data`` of a decision: ``via`` (``admin``, ``cli``, ``api``), the OS user
+    of a CLI decision, the note, and the label of the API token a decision came with."""
     data = {"via": via}
     if os_user:
         data["osUser"] = os_user
+    if token_label:
+        data["tokenLabel"] = token_label
     if note:
         data["note"] = note
     return data
 
 
 def approve_proposal(
-    proposal_id: int, *, user, now: datetime, note: str = "", via: str = "admin", os_user: str | None = None
+    proposal_id: int, *, user, now: datetime, note: str = "", via: str = "admin", os_user: str | None = None,
+    token_label: str = "",
 ) -> Run:
     """Approve a pending proposal as ``user``, with an optional note, and queue its run;
     returns the run.
 
-    Older pending proposals of the same loop (and key) become ``superseded``
+    ``via`` and ``os_user`` (a CLI decision) and ``token_label`` (an API decision made with a
+    person's token) are journaled with the decision. Older pending proposals of the same
+    loop (and key) become ``superseded``
     (``older_pending``). Raises ApprovalRefused with reason ``permission_denied``,
     ``not_found``, ``not_pending``, ``previous_run_in_flight`` (the proposal then
     stays pending) or ``note_too_long``.
@@ -81,7 +88,7 @@ def approve_proposal(
                 raise ApprovalRefused("not_found", f"there is no proposal {proposal_id}")
             if not updated:
                 raise ApprovalRefused("not_pending", f"proposal {proposal_id} is {proposal.status}, not pending")
-            data = _decision_data(via, os_user, note)
+            data = _decision_data(via, os_user, note, token_label)
             record(
                 "proposal_approved", Actor.OPERATOR, at=now, actor_name=user.get_username(),
                 event=proposal.event, proposal=proposal, data=data,
@@ -138,7 +145,8 @@ def _supersede_older(proposal: Proposal, user, now: datetime) -> None:
 
 
 def reject_proposal(
-    proposal_id: int, *, user, now: datetime, note: str = "", via: str = "admin", os_user: str | None = None
+    proposal_id: int, *, user, now: datetime, note: str = "", via: str = "admin", os_user: str | None = None,
+    token_label: str = "",
 ) -> Proposal:
     """Reject a pending proposal as ``user`` with an optional note; returns the proposal.
 
@@ -160,7 +168,7 @@ def reject_proposal(
             raise ApprovalRefused("not_pending", f"proposal {proposal_id} is {proposal.status}, not pending")
         record(
             "proposal_rejected", Actor.OPERATOR, at=now, actor_name=user.get_username(),
-            event=proposal.event, proposal=proposal, data=_decision_data(via, os_user, note),
+            event=proposal.event, proposal=proposal, data=_decision_data(via, os_user, note, token_label),
         )
         release_idempotency_key(proposal, reason="rejected", now=now)
     return proposal

@@ -51,7 +51,9 @@ def _refused_as_run_decision(user) -> None:
         raise RunDecisionRefused(exc.code, exc.detail) from None
 
 
-def retry_run(run_id: int, *, user, now: datetime, via: str = "admin", os_user: str | None = None) -> Run:
+def retry_run(
+    run_id: int, *, user, now: datetime, via: str = "admin", os_user: str | None = None, token_label: str = ""
+) -> Run:
     """Queue an interrupted run for one new attempt, as ``user``; returns the run.
 
     When its attempt budget is spent the budget grows by exactly one (``maxAttempts =
@@ -68,7 +70,7 @@ def retry_run(run_id: int, *, user, now: datetime, via: str = "admin", os_user: 
         ))
         record(
             "run_retried", Actor.OPERATOR, at=now, actor_name=user.get_username(), event=run.event, run=run,
-            data={**_decision_data(via, os_user), "attempt": run.attempt, "maxAttempts": budget},
+            data={**_decision_data(via, os_user, token_label=token_label), "attempt": run.attempt, "maxAttempts": budget},
         )
     logger.info("interrupted run %s retried by %s via %s", run_id, user.get_username(), via,
                 extra={"action": "run_retried", "run": run_id})
@@ -77,7 +79,8 @@ def retry_run(run_id: int, *, user, now: datetime, via: str = "admin", os_user: 
 
 
 def close_run(
-    run_id: int, *, user, now: datetime, note: str = "", via: str = "admin", os_user: str | None = None
+    run_id: int, *, user, now: datetime, note: str = "", via: str = "admin", os_user: str | None = None,
+    token_label: str = "",
 ) -> Run:
     """Close an interrupted run for good, as ``user`` with an optional note; returns the run.
 
@@ -96,7 +99,7 @@ def close_run(
         ))
         record(
             "run_closed", Actor.OPERATOR, at=now, actor_name=user.get_username(), event=run.event, run=run,
-            data=_decision_data(via, os_user, note),
+            data=_decision_data(via, os_user, note, token_label),
         )
         release_idempotency_key(run.proposal, reason="closed", now=now)
     logger.info("interrupted run %s closed by %s via %s", run_id, user.get_username(), via,

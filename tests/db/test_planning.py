@@ -228,3 +228,17 @@ def test_cli_approve_records_the_operator_the_os_user_and_via_cli(registry_files
     call_command("runs", "--json")
     runs = json.loads(capsys.readouterr().out)
     assert [(r["actor"], r["approvedBy"], r["status"]) for r in runs] == [("operator", "alice", "queued")]
+
+
+def test_cli_approve_takes_a_note_as_reject_does(registry_files, approver, capsys):
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    tick("2026-11-30T21:00:10Z")
+    proposal = Proposal.objects.get()
+    with pytest.raises(SystemExit) as exited:
+        call_command("approve", str(proposal.pk), "--as", "alice", "--note", "x" * 2001)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip() == "refused: note_too_long: the note has 2001 characters; at most 2000"
+    call_command("approve", str(proposal.pk), "--as", "alice", "--note", "checked the diff")
+    entry = JournalEntry.objects.get(action="proposal_approved")
+    assert (entry.data["via"], entry.data["note"]) == ("cli", "checked the diff")
+    assert Proposal.objects.get(pk=proposal.pk).note == "checked the diff"

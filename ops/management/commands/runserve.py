@@ -26,6 +26,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from lib.processes import SUPERVISOR_PID_VARIABLE, die_with_parent
+from ops.notify import channels
 from runtime.adapters.command import KILL_GRACE_SECONDS, SHIM_EXIT_SECONDS
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
@@ -140,6 +141,8 @@ class Command(BaseCommand):
             commands["slot-loop"] = [sys.executable, manage, "slot_loop"]
         for index in range(options["run_workers"]):
             commands[f"worker-{index + 1}"] = [sys.executable, manage, "worker"]
+        if channels():  # notifications are off unless configured (docs/notifications.md)
+            commands["notifier"] = [sys.executable, manage, "notify"]
         env = {**os.environ, SUPERVISOR_PID_VARIABLE: str(os.getpid())}
         return {
             name: subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, preexec_fn=die_with_parent)

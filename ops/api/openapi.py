@@ -1,0 +1,169 @@
+"""The OpenAPI description of ``/api/``, ``/schedules`` and ``/status`` (drf-spectacular; docs/api.md).
+
+Each view is described here, next to the others, so that the list of statuses and codes
+of every route reads in one place and ``tests/http/test_openapi.py`` can hold the answers
+to it. The doors' descriptions live with them (``intake/openapi.py``: the intake layer
+cannot import this one).
+"""
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+
+from .shapes import (
+    ApprovedSerializer,
+    ErrorSerializer,
+    EventItemSerializer,
+    EventPageSerializer,
+    ProposalItemSerializer,
+    ProposalPageSerializer,
+    RejectedSerializer,
+    RunDecidedSerializer,
+    RunItemSerializer,
+    RunPageSerializer,
+    ServerErrorSerializer,
+)
+
+
+class PersonTokenScheme(OpenApiAuthenticationExtension):
+    """A person's API token or ``FACTORY_API_TOKEN``, both as a bearer token."""
+
+    target_class = "ops.api.auth.PersonTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http", "scheme": "bearer",
+            "description": "a person's API token (manage.py api_token create), or FACTORY_API_TOKEN, "
+                           "which reads and never decides",
+        }
+
+
+class SharedTokenScheme(OpenApiAuthenticationExtension):
+    """``FACTORY_API_TOKEN`` on ``/schedules`` and ``/status``."""
+
+    target_class = "ops.auth.BearerTokenAuthentication"
+    name = "sharedTokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "FACTORY_API_TOKEN"}
+
+
+class CsrfSessionScheme(OpenApiAuthenticationExtension):
+    """The admin's session cookie on ``/api/`` (CSRF-checked on POST); ``cookieAuth`` is the
+    same cookie on ``/schedules`` and ``/status``."""
+
+    target_class = "ops.api.auth.CsrfSessionAuthentication"
+    name = "sessionAuth"
+
+    def get_security_definition(self, auto_schema):
+        from django.conf import settings
+
+        return {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME,
+                "description": "a staff session of /admin/; a POST also sends X-CSRFToken"}
+
+
+def refusal(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+#: What every protected route may answer besides its own outcomes.
+COMMON = {
+    401: refusal("`not_authenticated` (no credentials) or `authentication_failed` (a wrong, revoked or "
+                 "malformed bearer token)"),
+    403: refusal("`permission_denied`: not a staff user"),
+    405: refusal("`method_not_allowed`, with an `Allow` header"),
+    500: OpenApiResponse(ServerErrorSerializer, description="`internal_error`: the cause is in the log under requestId"),
+}
+NOT_FOUND = {404: refusal("`not_found`: no row of that id")}
+PAGE = [
+    OpenApiParameter("page", {"type": "integer", "minimum": 1},
+                     description="the page, from 1; past the last page is 404 `not_found`"),
+    OpenApiParameter("pageSize", {"type": "integer", "minimum": 1},
+                     description="items per page: default 50, at most 500 (a larger one is 500)"),
+]
+BAD_FILTER = {400: refusal("`invalid_filter`: a status not in the enum, or a loop or type with a NUL "
+                           "or longer than its column"),
+              404: refusal("`not_found`: a page past the last one")}
+NO_NUL = "^[^\\u0000]*$"
+LOOP = OpenApiParameter("loop", {"type": "string", "maxLength": 63, "pattern": NO_NUL}, description="only this loop's")
+ID = OpenApiParameter("id", {"type": "integer", "minimum": 1}, OpenApiParameter.PATH,
+                      description="the row's id; anything else is 404 `not_found`")
+
+
+def _status(choices: list[str]) -> OpenApiParameter:
+    return OpenApiParameter("status", str, enum=choices, description="only those in this status")
+
+
+#: A decision's body: ``{}`` or ``{"note": text}``, nothing else (400 ``invalid_body``).
+NOTE_BODY = {
+    "type": "object", "additionalProperties": False,
+    "properties": {"note": {"type": "string", "maxLength": 2000, "description": "journaled with the decision"}},
+}
+
+
+NOTE_REQUEST = {"application/json": NOTE_BODY}
+
+
+def decision(operation_id: str, summary: str, ok, refusals: dict, *, request=NOTE_REQUEST):
+    return extend_schema(
+        operation_id=operation_id, summary=summary, tags=["decisions"], request=request, parameters=[ID],
+        responses={200: ok, **COMMON, **refusals,
+                   400: refusal("`invalid_body` (anything but {} or {\"note\": text}), `note_too_long` "
+                                "(over 2,000 characters), `parse_error` (not JSON)"),
+                   403: refusal("`permission_denied` (no approve_proposal, or not staff), `person_required` "
+                                "(FACTORY_API_TOKEN never decides), `csrf_failed` (a session POST without its "
+                                "CSRF token)"),
+                   404: refusal("`not_found`: no row of that id"),
+                   415: refusal("`unsupported_media_type`: the body is not application/json")},
+    )
+
+
+events_list = extend_schema(
+    operation_id="api_events_list", summary="List admitted events", tags=["reads"], responses={200: EventPageSerializer, **COMMON, **BAD_FILTER},
+    parameters=[*PAGE, OpenApiParameter("type", {"type": "string", "maxLength": 200, "pattern": NO_NUL},
+                                 description="only this event type"), LOOP],
+)
+event_read = extend_schema(operation_id="api_event_read", summary="Read an event", tags=["reads"], parameters=[ID],
+                           responses={200: EventItemSerializer, **COMMON, **NOT_FOUND})
+proposals_list = extend_schema(
+    operation_id="api_proposals_list", summary="List proposals", tags=["reads"], responses={200: ProposalPageSerializer, **COMMON, **BAD_FILTER},
+    parameters=[*PAGE, _status(["pending", "approved", "rejected", "superseded"]), LOOP],
+)
+proposal_read = extend_schema(operation_id="api_proposal_read", summary="Read a proposal", tags=["reads"], parameters=[ID],
+                              responses={200: ProposalItemSerializer, **COMMON, **NOT_FOUND})
+runs_list = extend_schema(
+    operation_id="api_runs_list", summary="List runs", tags=["reads"], responses={200: RunPageSerializer, **COMMON, **BAD_FILTER},
+    parameters=[*PAGE, _status(["queued", "claimed", "running", "succeeded", "failed", "abandoned", "interrupted"]),
+                LOOP],
+)
+run_read = extend_schema(operation_id="api_run_read", summary="Read a run", tags=["reads"], parameters=[ID],
+                         responses={200: RunItemSerializer, **COMMON, **NOT_FOUND})
+proposal_approve = decision(
+    "api_proposal_approve", "Approve a pending proposal and queue its run", ApprovedSerializer,
+    {409: refusal("`not_pending` (already decided) or `previous_run_in_flight` (a run of the singleton loop is "
+                  "queued, running or interrupted and awaits a decision; the proposal stays pending)")},
+)
+proposal_reject = decision(
+    "api_proposal_reject", "Reject a pending proposal", RejectedSerializer, {409: refusal("`not_pending`: already decided")},
+)
+run_retry = decision(
+    "api_run_retry", "Retry an interrupted run (one new attempt)", RunDecidedSerializer,
+    {409: refusal("`not_interrupted`: the run is not waiting for a decision")}, request=None,
+)
+run_close = decision(
+    "api_run_close", "Close an interrupted run for good", RunDecidedSerializer,
+    {409: refusal("`not_interrupted`: the run is not waiting for a decision")},
+)
+unknown_route = extend_schema(exclude=True)
+
+schedules_read = extend_schema(
+    operation_id="schedules_read", summary="The effective loops, as `schedule list --json` (docs/schedules.md)", tags=["operations"],
+    responses={200: OpenApiResponse({"type": "array", "items": {"type": "object"}},
+                                    description="one item per loop"), **COMMON},
+)
+status_read = extend_schema(
+    operation_id="status_read", summary="The doctor's document (docs/design.md §11)", tags=["operations"],
+    responses={200: OpenApiResponse({"type": "object", "required": ["ok", "anomalies"], "properties": {
+        "ok": {"type": "boolean"}, "anomalies": {"type": "array", "items": {"type": "string"}},
+    }}, description="200 whatever it says: `ok` tells"), **COMMON},
+)

@@ -1,0 +1,117 @@
+"""The JSON shapes of ``/api/`` as OpenAPI components (docs/api.md): the read commands' items
+(``runtime.listing``, docs/design.md §10) and the answers. Used only to describe: the views
+answer with ``runtime.listing``'s dicts, which ``tests/http/test_api.py`` compares with these."""
+
+from rest_framework import serializers
+
+from runtime.models import PlanningOutcome, ProposalStatus, RunStatus
+
+
+class ErrorSerializer(serializers.Serializer):
+    """``{error, detail}``: a refusal; ``error`` is its stable code."""
+
+    error = serializers.CharField(help_text="machine-readable code, e.g. not_pending")
+    detail = serializers.CharField(help_text="why, in words")
+
+
+class ServerErrorSerializer(ErrorSerializer):
+    """500 ``{error: "internal_error", detail, requestId}``: the cause is in the log under the id."""
+
+    requestId = serializers.CharField()
+
+
+class PlanningSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=PlanningOutcome.choices, allow_null=True)
+    reason = serializers.CharField(allow_null=True)
+
+
+class EventItemSerializer(serializers.Serializer):
+    """An admitted event: the envelope (docs/design.md §3) plus how it came in and was planned."""
+
+    schemaVersion = serializers.CharField()
+    eventId = serializers.CharField()
+    type = serializers.CharField()
+    source = serializers.CharField()
+    subject = serializers.CharField()
+    occurredAt = serializers.CharField(help_text="RFC 3339, UTC")
+    correlationId = serializers.CharField()
+    causationId = serializers.CharField(required=False, help_text="present when a chain caused the event")
+    payload = serializers.DictField()
+    id = serializers.IntegerField()
+    door = serializers.CharField(help_text="schedule, chain, github, events or inject")
+    admittedAt = serializers.CharField(allow_null=True)
+    planning = PlanningSerializer()
+
+
+class ProposalItemSerializer(serializers.Serializer):
+    """A proposal as ``manage.py proposals --json`` shows it."""
+
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=ProposalStatus.choices)
+    eventId = serializers.CharField()
+    loop = serializers.CharField(allow_null=True)
+    key = serializers.CharField(allow_null=True)
+    definition = serializers.CharField()
+    idempotencyKey = serializers.CharField()
+    plan = serializers.JSONField()
+    registryDigest = serializers.CharField()
+    createdAt = serializers.CharField(allow_null=True)
+    actor = serializers.CharField(allow_null=True)
+    decidedBy = serializers.CharField(allow_null=True)
+    decidedAt = serializers.CharField(allow_null=True)
+    note = serializers.CharField(allow_blank=True)
+
+
+class RunItemSerializer(serializers.Serializer):
+    """A run as ``manage.py runs --json`` shows it."""
+
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    definition = serializers.CharField()
+    eventId = serializers.CharField()
+    loop = serializers.CharField(allow_null=True)
+    key = serializers.CharField(allow_null=True)
+    idempotencyKey = serializers.CharField()
+    attempt = serializers.IntegerField()
+    maxAttempts = serializers.IntegerField()
+    outcome = serializers.CharField(allow_null=True)
+    reason = serializers.CharField(allow_null=True)
+    summary = serializers.CharField(allow_null=True)
+    actor = serializers.CharField()
+    approvedBy = serializers.CharField(allow_null=True)
+    queuedAt = serializers.CharField(allow_null=True)
+    finishedAt = serializers.CharField(allow_null=True)
+    stdoutPath = serializers.CharField(allow_null=True)
+
+
+class ApprovedSerializer(serializers.Serializer):
+    proposal = ProposalItemSerializer()
+    run = RunItemSerializer()
+
+
+class RejectedSerializer(serializers.Serializer):
+    proposal = ProposalItemSerializer()
+
+
+class RunDecidedSerializer(serializers.Serializer):
+    run = RunItemSerializer()
+
+
+class PageSerializer(serializers.Serializer):
+    """One page, newest first: ``{count, next, previous, results}`` (``?page=N&pageSize=M``)."""
+
+    count = serializers.IntegerField(help_text="items in all pages")
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+
+
+class EventPageSerializer(PageSerializer):
+    results = EventItemSerializer(many=True)
+
+
+class ProposalPageSerializer(PageSerializer):
+    results = ProposalItemSerializer(many=True)
+
+
+class RunPageSerializer(PageSerializer):
+    results = RunItemSerializer(many=True)
