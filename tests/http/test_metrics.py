@@ -1,10 +1,13 @@
 """``GET /metrics``: the Prometheus text format, who may read it, and figures that move (docs/production.md, "Metrics")."""
 
+import re
+
 import pytest
 import time_machine
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import at
+from tests.conftest import PROJECT_DIR, at
 from tests.helpers import step, tick
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("host_clock_as_database_clock")]
@@ -118,3 +121,22 @@ def test_an_intake_answer_moves_the_intake_counter(client, token):
     response = client.post("/events", data=b"{}", content_type="application/json")
     assert response.status_code == 401
     assert samples(scrape(client, "2026-11-30T21:00:00Z"), name)[key] == before + 1
+
+
+def test_the_sample_alert_rules_name_only_metrics_that_exist(client, token, registry_files):
+    registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
+    tick("2026-11-30T21:00:03Z")
+    client.post("/events", data=b"{}", content_type="application/json")
+    names = set()
+    for family in text_string_to_metric_families(scrape(client, "2026-11-30T21:00:04Z")):
+        names |= {sample.name for sample in family.samples}
+    rules = yaml.safe_load((PROJECT_DIR / "config" / "prometheus-alerts.example.yml").read_text())
+    alerts = [rule for group in rules["groups"] for rule in group["rules"]]
+    used = {name for rule in alerts for name in re.findall(r"\bfactory_[a-z_]+", rule["expr"])}
+    assert used - names == set()
+    anomalies = {re.search(r'anomaly="(\w+)"', rule["expr"]).group(1) for rule in alerts if "anomaly=" in rule["expr"]}
+    assert anomalies == {
+        "slotLoopStale", "stoppedSchedules", "proposalPileUps", "registryInvalid", "expiredLeases",
+        "interruptedRuns", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew",
+    }
+    assert all(set(rule) <= {"alert", "expr", "for", "labels", "annotations"} for rule in alerts)
