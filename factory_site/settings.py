@@ -212,6 +212,10 @@ FACTORY_SERVE_URL = env.str("FACTORY_SERVE_URL", default="http://127.0.0.1:7522"
 #: Where runserve's HTTP workers keep their intake counters (prometheus_client's multiprocess
 #: files), one directory per bound port, emptied when that runserve starts (ops.metrics).
 FACTORY_METRICS_DIR = Path(env.str("FACTORY_METRICS_DIR", default=str(VAR_DIR / "metrics")))
+#: Where ``prune`` writes the archive of what it deletes (JSON Lines, gzip), one file per prune.
+FACTORY_ARCHIVE_DIR = Path(env.str("FACTORY_ARCHIVE_DIR", default=str(VAR_DIR / "archive")))
+#: ``prune``'s default window: what is older than this many days goes (docs/production.md).
+FACTORY_RETENTION_DAYS = env.int("FACTORY_RETENTION_DAYS", default=90)
 #: The window of the recent-activity figures of /metrics, in seconds (ops.metrics).
 FACTORY_METRICS_WINDOW_SECONDS = env.int("FACTORY_METRICS_WINDOW_SECONDS", default=3600)
 FACTORY_AGENT_COMMAND = env.str("FACTORY_AGENT_COMMAND", default="")
