@@ -61,6 +61,8 @@ DEFAULT_FROM_EMAIL = env.str("DJANGO_DEFAULT_FROM_EMAIL", default="factory@local
 SERVER_EMAIL = env.str("DJANGO_SERVER_EMAIL", default=DEFAULT_FROM_EMAIL)
 #: ``name <address>`` pairs as ``Name:address,Name:address``; Django mails them a 500's traceback.
 ADMINS = [tuple(pair.split(":", 1)) for pair in env.list("DJANGO_ADMINS", default=[])]
+if any(len(admin) != 2 or not all(admin) for admin in ADMINS):
+    raise ImproperlyConfigured("DJANGO_ADMINS is a list of Name:address pairs, e.g. Operations:ops@example.org")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

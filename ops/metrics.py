@@ -182,7 +182,7 @@ class DatabaseCollector:
 
     def queue(self) -> Iterator[Metric]:
         rows = (
-            Run.objects.filter(status=RunStatus.QUEUED).order_by().values(source=F("proposal__event__source"))
+            Run.objects.filter(status=RunStatus.QUEUED).order_by().values(source=F("event__source"))
             .annotate(n=Count("id"), oldest=Min("queued_at")).order_by("source")
         )
         depth = GaugeMetricFamily("factory_run_queue_depth", "Queued runs, per source of their event.",

@@ -8,8 +8,8 @@ Django runs (a malformed request line, a head that never arrived) are not counte
 gunicorn runs several worker processes, and a scrape reaches one of them: under ``runserve``
 each worker writes its counts to prometheus_client's multiprocess files in
 ``FACTORY_METRICS_DIR/http-<port>/`` (``PROMETHEUS_MULTIPROC_DIR``, set by runserve for
-gunicorn and emptied at its start), and ``/metrics`` sums the files of every worker, past
-ones included. So the counter is per ``runserve``: it starts at 0 when that runserve starts
+gunicorn, emptied at its start and removed at its stop), and ``/metrics`` sums the files of
+every worker, past ones included. So the counter is per ``runserve``: it starts at 0 when that runserve starts
 (a counter reset to Prometheus), and several runserves are summed with
 ``sum without (instance)``. Outside runserve (tests, a development server) the counter is
 the process's own.

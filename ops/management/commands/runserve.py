@@ -14,6 +14,7 @@ scripted outcomes) and every agent definition played by the fake adapter
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -143,8 +144,8 @@ class Command(BaseCommand):
             commands[f"worker-{index + 1}"] = [sys.executable, manage, "worker"]
         env = {**os.environ, SUPERVISOR_PID_VARIABLE: str(os.getpid())}
         # The HTTP workers add up their intake counters in files (ops.metrics_intake).
-        metrics_dir = prepare_multiprocess_dir(settings.FACTORY_METRICS_DIR, options["bind"])
-        envs = {name: env for name in commands} | {"http": {**env, MULTIPROCESS_VARIABLE: str(metrics_dir)}}
+        self.metrics_dir = prepare_multiprocess_dir(settings.FACTORY_METRICS_DIR, options["bind"])
+        envs = {name: env for name in commands} | {"http": {**env, MULTIPROCESS_VARIABLE: str(self.metrics_dir)}}
         return {
             name: subprocess.Popen(argv, cwd=settings.BASE_DIR, env=envs[name], preexec_fn=die_with_parent)
             for name, argv in commands.items()
@@ -179,5 +180,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"child {name} did not stop in {grace:g}s; killing it")
                 child.kill()
                 child.wait()
+        # The intake counters die with this runserve (the next one starts from 0 anyway).
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)
         self.stdout.write("runtime stopped")
 
