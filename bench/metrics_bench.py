@@ -113,8 +113,11 @@ def main() -> None:
         queries = []
 
         def count(execute, sql, params, many, context):
-            queries.append(sql)
-            return execute(sql, params, many, context)
+            start = time.perf_counter()
+            try:
+                return execute(sql, params, many, context)
+            finally:
+                queries.append(((time.perf_counter() - start) * 1000, sql))
 
         with connection.execute_wrapper(count):
             body = scrape().content
@@ -127,6 +130,8 @@ def main() -> None:
         verdict = "ok" if median < GOAL_MS else f"OVER the {GOAL_MS} ms goal"
         print(f"GET /metrics: median {median:.1f} ms, min {min(samples):.1f} ms ({args.repeat} runs; {verdict}); "
               f"{len(queries)} queries, {len(body.splitlines())} lines, {len(body)} bytes")
+        for spent, sql in sorted(queries, reverse=True)[:3]:
+            print(f"  slowest query {spent:7.1f} ms: {sql[:160]}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

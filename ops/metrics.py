@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, DurationField, ExpressionWrapper, F, IntegerField, Max, Min, Sum, Value
+from django.db.models import Count, DurationField, ExpressionWrapper, F, IntegerField, Min, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.db.models.lookups import LessThanOrEqual
@@ -57,10 +57,11 @@ def window_start_id(model, field: str, since: datetime) -> int:
     ``admitted_at``, a run's ``queued_at``), so ``field`` grows with the id; a binary search
     over the id range reads one row by primary key per step (about log2 of the range). With
     no row at or after ``since``, one past the largest id (the window is empty)."""
-    bounds = model.objects.aggregate(low=Min("id"), high=Max("id"))
-    if bounds["low"] is None:
+    # Two one-row reads by primary key: SQLite answers MIN and MAX in one statement by a scan.
+    low = model.objects.order_by("id").values_list("id", flat=True).first()
+    if low is None:
         return 1
-    low, high = bounds["low"], bounds["high"] + 1
+    high = model.objects.order_by("-id").values_list("id", flat=True).first() + 1
     while low < high:
         middle = (low + high) // 2
         row_id, value = model.objects.filter(id__gte=middle).order_by("id").values_list("id", field).first()
@@ -131,7 +132,10 @@ class DatabaseCollector:
 
     def ticks(self) -> Iterator[Metric]:
         first = window_start_id(Event, "admitted_at", self.since)
-        ticks = Event.objects.filter(id__gte=first, loop__isnull=False, slot__isnull=False)
+        # Ticks are the events with a slot (their loop is set with it). Not ``loop IS NOT NULL``:
+        # that would let SQLite walk the whole event_tick_idx for the GROUP BY instead of the
+        # window's id range.
+        ticks = Event.objects.filter(id__gte=first, slot__isnull=False)
         rows = (
             ticks.order_by().values("loop")
             .annotate(total=Count("id"), skipped=Sum(Cast(KeyTextTransform("skippedSlots", "payload"), IntegerField())))

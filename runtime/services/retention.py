@@ -24,6 +24,9 @@ An event is **prunable** when, at ``cutoff``:
 
 Journal entries of no event (a decision about nothing, an earlier prune's record) dated
 before ``cutoff`` are archived and deleted with the first chunk of each run of ``prune``.
+Once every chunk is in, ``seal_archive`` writes the archive's SHA-256 beside it
+(``<file>.sha256``, as ``sha256sum -c`` reads it) and journals the whole prune
+(``retention_archived``).
 
 Captured output of the pruned runs (``FACTORY_RUNS_DIR/<run id>/``) is removed after the
 chunk commits (``remove_run_dirs``): a crash there leaves a directory of a run that no
@@ -31,6 +34,7 @@ longer exists, which ``remove_orphan_run_dirs`` (every prune's last step) remove
 """
 
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -198,6 +202,23 @@ def prune_chunk(*, cutoff: datetime, keep: list[QuerySet], archive_path: Path, w
             "archive": str(archive_path), **counts.as_json(),
         })
     return counts
+
+
+def seal_archive(archive_path: Path, *, cutoff: datetime, window: str, now: datetime, counts: PruneCounts) -> str:
+    """Write ``<archive>.sha256`` (``sha256sum`` format) once every chunk is in, and journal the
+    whole prune (``retention_archived``: window, cutoff, archive, sha256, counts). Returns the digest."""
+    digest = hashlib.sha256()
+    with archive_path.open("rb") as archive:
+        for block in iter(lambda: archive.read(1 << 20), b""):
+            digest.update(block)
+    sha256 = digest.hexdigest()
+    archive_path.with_name(archive_path.name + ".sha256").write_text(f"{sha256}  {archive_path.name}\n")
+    with transaction.atomic():
+        record("retention_archived", Actor.SYSTEM, at=now, data={
+            "window": window, "cutoff": cutoff.isoformat().replace("+00:00", "Z"),
+            "archive": str(archive_path), "sha256": sha256, **counts.as_json(),
+        })
+    return sha256
 
 
 def remove_run_dirs(runs_dir: Path, run_ids: list[int]) -> int:

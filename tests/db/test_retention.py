@@ -1,6 +1,7 @@
 """``manage.py prune``: archive, then delete, finished chains past the window (runtime.services.retention)."""
 
 import gzip
+import hashlib
 import json
 from io import StringIO
 
@@ -37,7 +38,7 @@ def prune(*args) -> str:
 
 
 def archived(places) -> list[dict]:
-    (path,) = (places / "archive").iterdir()
+    (path,) = (places / "archive").glob("*.jsonl.gz")
     with gzip.open(path, "rt") as archive:
         return [json.loads(line) for line in archive]
 
@@ -60,9 +61,11 @@ def test_an_old_finished_chain_is_archived_then_deleted_and_the_last_tick_kept(r
 
     output = prune("--older-than", "90d")
 
-    archive = sorted((places / "archive").iterdir())[0]
+    archive, checksum = sorted((places / "archive").iterdir())
+    sha256 = hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert checksum.read_text() == f"{sha256}  {archive.name}\n"
     assert output == (
-        f"archived to {archive} and deleted 1 events, 1 proposals, 1 runs, 0 outbox rows, "
+        f"archived to {archive} (sha256 {sha256}) and deleted 1 events, 1 proposals, 1 runs, 0 outbox rows, "
         f"{len(journal_before)} journal entries (before 2026-09-01T12:00:00Z); 1 run directories removed\n"
     )
     assert list(Event.objects.values_list("uid", flat=True)) == [last.uid]
@@ -73,10 +76,14 @@ def test_an_old_finished_chain_is_archived_then_deleted_and_the_last_tick_kept(r
         ("run", first_run.pk), ("proposal", first_run.proposal_id), ("event", first.pk),
     ]
     assert [(row["row"]["id"], row["row"]["action"]) for row in rows if row["table"] == "journal"] == journal_before
+    counts = {"events": 1, "proposals": 1, "runs": 1, "outbox": 0, "journal": len(journal_before)}
     (pruned,) = JournalEntry.objects.filter(action="retention_pruned")
     assert (pruned.actor, pruned.data) == ("system", {
-        "window": "90d", "cutoff": "2026-09-01T12:00:00Z", "archive": str(archive),
-        "events": 1, "proposals": 1, "runs": 1, "outbox": 0, "journal": len(journal_before),
+        "window": "90d", "cutoff": "2026-09-01T12:00:00Z", "archive": str(archive), **counts,
+    })
+    (sealed,) = JournalEntry.objects.filter(action="retention_archived")
+    assert (sealed.actor, sealed.data) == ("system", {
+        "window": "90d", "cutoff": "2026-09-01T12:00:00Z", "archive": str(archive), "sha256": sha256, **counts,
     })
 
 

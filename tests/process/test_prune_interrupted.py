@@ -57,7 +57,7 @@ def rows(database) -> dict[str, set[int]]:
 
 def archived(directory) -> dict[str, set[int]]:
     found = {"event": set(), "proposal": set(), "run": set(), "journalentry": set()}
-    for path in directory.iterdir():
+    for path in directory.glob("*.jsonl.gz"):
         with gzip.open(path, "rt") as archive:
             for line in archive:
                 try:

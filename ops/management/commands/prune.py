@@ -5,7 +5,8 @@ the events older than the window whose chains are finished and decided, with the
 proposals, runs, outbox rows and journal entries, and the captured output of those runs.
 Never a pending proposal, an active or interrupted run, a loop's last tick or a keyed
 row's setting event (the slot loop and ``schedule rebuild`` read them); never
-``ScheduleState`` or keyed rows. Each chunk is journaled (``retention_pruned``). Prints
+``ScheduleState`` or keyed rows. Each chunk is journaled (``retention_pruned``), and the
+whole prune with the archive's SHA-256, also written beside it (``retention_archived``). Prints
 what it archived and deleted; ``--dry-run`` prints what it would and changes nothing.
 """
 
@@ -23,6 +24,7 @@ from runtime.services.retention import (
     prune_chunk,
     remove_orphan_run_dirs,
     remove_run_dirs,
+    seal_archive,
 )
 from schedules.models import KeyedSchedule, ScheduleState
 
@@ -87,7 +89,8 @@ class Command(BaseCommand):
         if not any(total.as_json().values()):
             self.stdout.write(f"nothing to prune before {format_instant(cutoff)}")
             return
+        sha256 = seal_archive(archive, cutoff=cutoff, window=window, now=now, counts=total)
         self.stdout.write(
-            f"archived to {archive} and deleted {summary(total)} (before {format_instant(cutoff)}); "
+            f"archived to {archive} (sha256 {sha256}) and deleted {summary(total)} (before {format_instant(cutoff)}); "
             f"{total.run_dirs} run directories removed"
         )
