@@ -12,9 +12,9 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 
 from runtime.models import Event, JournalEntry, Proposal, Run, RunStatus
-from schedules.models import ScheduleState
+from schedules.models import KeyedSchedule, ScheduleState
 from tests.conftest import at
-from tests.helpers import finish_active_runs, step, tick
+from tests.helpers import DIGEST_ON, choose, finish_active_runs, step, tick, unsubscribe
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("host_clock_as_database_clock")]
 
@@ -157,3 +157,37 @@ def test_a_young_chain_is_kept(registry_files, places):
 def test_a_bad_window_is_refused(window, message):
     with pytest.raises(CommandError, match=f"^{message}$"):
         call_command("prune", "--older-than", window)
+
+
+def test_a_keyed_rows_setting_event_in_force_is_kept_and_rebuild_gives_the_same_rows(registry_files, places):
+    registry_files.write_config("schedule.yaml", DIGEST_ON)
+    tick("2026-07-01T06:00:00Z")
+    alice = choose("alice", "09:00", "Europe/Budapest", "2026-07-01T06:10:00Z")
+    bob = choose("bob", "10:00", "Europe/Budapest", "2026-07-01T06:20:00Z")
+    gone = unsubscribe("bob", "2026-07-01T06:30:00Z")
+    tick("2026-07-01T06:30:01Z")
+    step("2026-07-01T06:31:00Z")  # the setting events' own runs finish
+    before = list(KeyedSchedule.objects.values_list("key", "set_by", "next_due"))
+    assert before == [("alice", alice, at("2026-07-01T07:00:00Z"))]
+    prune("--older-than", "90d")
+    remaining = set(Event.objects.values_list("uid", flat=True))
+    assert alice in remaining and not remaining & {bob, gone}
+    with time_machine.travel(at(NOW), tick=False):
+        call_command("schedule", "rebuild", "customer-digest", stdout=StringIO())
+    assert list(KeyedSchedule.objects.values_list("key", "set_by", "next_due")) == before
+
+
+def old_event(uid: str, correlation: str, admitted: str) -> Event:
+    return Event.objects.create(
+        uid=uid, type="factory.warm.requested", source="operator", subject="s", occurred_at=at(admitted),
+        correlation_id=correlation, door="inject", admitted_at=at(admitted), payload={},
+        planned_at=at(admitted), planning_outcome="NOOP",
+    )
+
+
+def test_a_chain_goes_whole_or_stays_whole(places):
+    old_event("first", "chain-1", "2026-06-01T00:00:00Z")
+    old_event("second", "chain-1", "2026-11-20T00:00:00Z")  # the chain's young end
+    old_event("alone", "chain-2", "2026-06-01T00:00:00Z")
+    prune("--older-than", "90d")
+    assert sorted(Event.objects.values_list("uid", flat=True)) == ["first", "second"]
