@@ -115,7 +115,8 @@ def delete_journal_entries(ids: list[int]) -> int:
     (migration 0002) is dropped and re-created, on PostgreSQL the row trigger is disabled and
     enabled again. Both are DDL inside the transaction: no other transaction ever sees the
     journal unguarded, and a failure rolls the door shut with everything else. (PostgreSQL's
-    ALTER TABLE takes the journal's lock for the chunk: journal writers wait for it.)"""
+    ALTER TABLE … TRIGGER takes a SHARE ROW EXCLUSIVE lock on the journal until the chunk
+    commits: journal writers wait for it, readers go on.)"""
     if not ids:
         return 0
     if not connection.in_atomic_block:
