@@ -80,6 +80,7 @@ class PruneCounts:
     journal: int = 0
     run_dirs: int = 0
     run_ids: list[int] = field(default_factory=list, repr=False)
+    last_event_id: int = 0
 
     def add(self, other: "PruneCounts") -> None:
         for name in ("events", "proposals", "runs", "outbox", "journal", "run_dirs"):
@@ -168,12 +169,16 @@ def count_prunable(cutoff: datetime, keep: list[QuerySet]) -> PruneCounts:
 
 
 def prune_chunk(*, cutoff: datetime, keep: list[QuerySet], archive_path: Path, window: str, now: datetime,
-                orphans: bool) -> PruneCounts:
-    """Archive and delete one chunk (``CHUNK_EVENTS`` events and what hangs on them); with
-    ``orphans`` also the journal entries of no event dated before ``cutoff``. Returns the
-    counts (all 0: nothing left to prune) and the ids of the pruned runs."""
+                orphans: bool, after: int = 0) -> PruneCounts:
+    """Archive and delete one chunk (``CHUNK_EVENTS`` events with ids above ``after``, and what
+    hangs on them); with ``orphans`` also the journal entries of no event dated before
+    ``cutoff``. Returns the counts (all 0: nothing left to prune), the ids of the pruned runs
+    and the last event id looked at (the next chunk's ``after``: the events kept below it are
+    not looked at again)."""
     with transaction.atomic():
-        event_ids = list(prunable_events(cutoff, keep).values_list("id", flat=True)[:CHUNK_EVENTS])
+        event_ids = list(
+            prunable_events(cutoff, keep).filter(id__gt=after).values_list("id", flat=True)[:CHUNK_EVENTS]
+        )
         proposals = Proposal.objects.filter(event_id__in=event_ids)
         runs = Run.objects.filter(event_id__in=event_ids)
         outbox = OutboxEntry.objects.filter(run__event_id__in=event_ids)
@@ -181,7 +186,7 @@ def prune_chunk(*, cutoff: datetime, keep: list[QuerySet], archive_path: Path, w
         if orphans:
             about |= Q(event__isnull=True, proposal__isnull=True, run__isnull=True, at__lt=cutoff)
         journal = JournalEntry.objects.filter(about).order_by("id")
-        counts = PruneCounts()
+        counts = PruneCounts(last_event_id=event_ids[-1] if event_ids else after)
         if not event_ids and not journal.exists():
             return counts
         with gzip.open(archive_path, "at", encoding="utf-8") as archive:

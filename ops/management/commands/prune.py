@@ -76,13 +76,13 @@ class Command(BaseCommand):
         archive_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         archive = archive_dir / f"prune-{now:%Y%m%dT%H%M%S}Z.jsonl.gz"
         total = PruneCounts()
-        first = True
+        after = 0
         while True:
             counts = prune_chunk(cutoff=cutoff, keep=keep, archive_path=archive, window=window, now=now,
-                                 orphans=first)
-            first = False
+                                 orphans=after == 0, after=after)
             if not any(counts.as_json().values()):
                 break
+            after = counts.last_event_id
             counts.run_dirs = remove_run_dirs(settings.FACTORY_RUNS_DIR, counts.run_ids)
             total.add(counts)
         total.run_dirs += remove_orphan_run_dirs(settings.FACTORY_RUNS_DIR)
