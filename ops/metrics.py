@@ -25,6 +25,7 @@ a dozen buckets each.
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from django.conf import settings
 from django.db.models import Count, DurationField, ExpressionWrapper, F, IntegerField, Min, Sum, Value
@@ -80,10 +81,9 @@ def _span(start: str, end: str) -> ExpressionWrapper:
 def _histogram_aggregates(start: str, end: str, bounds) -> dict:
     """``total``, ``spent`` (the sum of ``end - start``) and the conditional counts ``le_<i>`` of
     the rows whose ``end - start`` is at most each bound: one aggregate query's worth."""
-    span = _span(start, end)
     return {
         "total": Count("id"),
-        "spent": Sum(span),
+        "spent": Sum(_span(start, end)),
         **{
             f"le_{index}": Count("id", filter=LessThanOrEqual(
                 _span(start, end), Value(timedelta(seconds=bound), output_field=DurationField())))
@@ -92,18 +92,14 @@ def _histogram_aggregates(start: str, end: str, bounds) -> dict:
     }
 
 
-def _histogram(name: str, documentation: str, rows, bounds, labels=()) -> HistogramMetricFamily:
-    """A histogram family from aggregate rows holding ``le_<i>``, ``total`` and ``spent`` (a timedelta)."""
-    family = HistogramMetricFamily(name, documentation, labels=list(labels))
-    for row in rows:
-        buckets = [(str(float(bound)), row[f"le_{index}"]) for index, bound in enumerate(bounds)]
-        buckets.append(("+Inf", row["total"]))
-        spent = row["spent"]
-        family.add_metric(
-            [row[label] or NO_LOOP for label in labels], buckets,
-            sum_value=spent.total_seconds() if spent is not None else 0.0,
-        )
-    return family
+def _histogram(name: str, documentation: str, row: dict, bounds) -> HistogramMetricFamily:
+    """A histogram family of no label from an aggregate row of ``_histogram_aggregates``."""
+    buckets = [(str(float(bound)), row[f"le_{index}"]) for index, bound in enumerate(bounds)]
+    buckets.append(("+Inf", row["total"]))
+    spent = row["spent"]
+    return HistogramMetricFamily(
+        name, documentation, buckets=buckets, sum_value=spent.total_seconds() if spent is not None else 0.0,
+    )
 
 
 def _age(now: datetime, instant: datetime | None) -> float:
@@ -118,6 +114,11 @@ class DatabaseCollector:
         self.window_seconds = window_seconds
         self.since = now - timedelta(seconds=window_seconds)
 
+    @cached_property
+    def first_event_id(self) -> int:
+        """The id of the window's first event (``window_start_id``), read once per scrape."""
+        return window_start_id(Event, "admitted_at", self.since)
+
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(
             "factory_metrics_window_seconds", "The window of the recent-activity figures, in seconds.",
@@ -131,7 +132,7 @@ class DatabaseCollector:
         yield from self.doctor()
 
     def ticks(self) -> Iterator[Metric]:
-        first = window_start_id(Event, "admitted_at", self.since)
+        first = self.first_event_id
         # Ticks are the events with a slot (their loop is set with it). Not ``loop IS NOT NULL``:
         # that would let SQLite walk the whole event_tick_idx for the GROUP BY instead of the
         # window's id range.
@@ -153,8 +154,7 @@ class DatabaseCollector:
         yield skipped
         yield _histogram(
             "factory_tick_lateness_seconds", "Slot start to admission of the ticks admitted in the window.",
-            [ticks.aggregate(**_histogram_aggregates("slot", "admitted_at", LATENESS_BUCKETS))], LATENESS_BUCKETS,
-            labels=())
+            ticks.aggregate(**_histogram_aggregates("slot", "admitted_at", LATENESS_BUCKETS)), LATENESS_BUCKETS)
 
     def planning(self) -> Iterator[Metric]:
         backlog = Event.objects.filter(planned_at__isnull=True).aggregate(n=Count("id"), oldest=Min("admitted_at"))
@@ -163,12 +163,11 @@ class DatabaseCollector:
         yield GaugeMetricFamily("factory_planning_backlog_oldest_age_seconds",
                                 "Age of the oldest event not planned yet (0: none).",
                                 value=_age(self.now, backlog["oldest"]))
-        first = window_start_id(Event, "admitted_at", self.since)
+        first = self.first_event_id
         row = Event.objects.filter(id__gte=first, planned_at__isnull=False).aggregate(
             **_histogram_aggregates("admitted_at", "planned_at", PLANNING_BUCKETS))
         yield _histogram("factory_planning_latency_seconds",
-                         "Admission to planning of the events admitted in the window.", [row], PLANNING_BUCKETS,
-                         labels=())
+                         "Admission to planning of the events admitted in the window.", row, PLANNING_BUCKETS)
 
     def proposals(self) -> Iterator[Metric]:
         rows = (
@@ -220,8 +219,7 @@ class DatabaseCollector:
         row = recent.filter(started_at__isnull=False, finished_at__isnull=False).aggregate(
             **_histogram_aggregates("started_at", "finished_at", DURATION_BUCKETS))
         yield _histogram("factory_run_duration_seconds",
-                         "Start to finish of the runs queued in the window and finished.", [row], DURATION_BUCKETS,
-                         labels=())
+                         "Start to finish of the runs queued in the window and finished.", row, DURATION_BUCKETS)
 
     def doctor(self) -> Iterator[Metric]:
         status = collect_status(now=self.now)
