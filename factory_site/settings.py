@@ -212,7 +212,7 @@ FACTORY_STDOUT_CAP_BYTES = env.int("FACTORY_STDOUT_CAP_BYTES", default=1024 * 10
 FACTORY_HTTP_READ_SECONDS = env.float("FACTORY_HTTP_READ_SECONDS", default=5.0)
 FACTORY_SERVE_URL = env.str("FACTORY_SERVE_URL", default="http://127.0.0.1:7522")
 #: Where runserve's HTTP workers keep their intake counters (prometheus_client's multiprocess
-#: files), one directory per bound port, emptied when that runserve starts (ops.metrics).
+#: files), one directory per bound address, emptied when that runserve starts (ops.metrics).
 FACTORY_METRICS_DIR = Path(env.str("FACTORY_METRICS_DIR", default=str(VAR_DIR / "metrics")))
 #: Where ``prune`` writes the archive of what it deletes (JSON Lines, gzip), one file per prune.
 FACTORY_ARCHIVE_DIR = Path(env.str("FACTORY_ARCHIVE_DIR", default=str(VAR_DIR / "archive")))

@@ -7,7 +7,7 @@ Django runs (a malformed request line, a head that never arrived) are not counte
 
 gunicorn runs several worker processes, and a scrape reaches one of them: under ``runserve``
 each worker writes its counts to prometheus_client's multiprocess files in
-``FACTORY_METRICS_DIR/http-<port>/`` (``PROMETHEUS_MULTIPROC_DIR``, set by runserve for
+``FACTORY_METRICS_DIR/http-<bind>/`` (``PROMETHEUS_MULTIPROC_DIR``, set by runserve for
 gunicorn, emptied at its start and removed at its stop), and ``/metrics`` sums the files of
 every worker, past ones included. So the counter is per ``runserve``: it starts at 0 when that runserve starts
 (a counter reset to Prometheus), and several runserves are summed with
@@ -16,6 +16,7 @@ the process's own.
 """
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -70,10 +71,11 @@ def intake_registry() -> CollectorRegistry:
 
 
 def prepare_multiprocess_dir(root: Path, bind: str) -> Path:
-    """An empty directory for the HTTP workers of the runserve bound to ``bind`` (``HOST:PORT``):
-    ``<root>/http-<port>``, its old files (of an earlier runserve on that port) removed."""
-    port = bind.rsplit(":", 1)[-1]
-    directory = root / f"http-{port}"
+    """An empty directory for the HTTP workers of the runserve bound to ``bind`` (``HOST:PORT``
+    or ``unix:PATH``): ``<root>/http-<bind>``, every run of characters other than letters and
+    digits a dash (``http-127-0-0-1-7522``), its old files (of an earlier runserve on that
+    address) removed. Two runserves on one host bind different addresses."""
+    directory = root / ("http-" + re.sub(r"[^A-Za-z0-9]+", "-", bind).strip("-"))
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True, mode=0o700)
     return directory
