@@ -7,17 +7,16 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 
+import psycopg
 import pytest
 from django.db import connection
 
 from tests.conftest import PROJECT_DIR
 from tests.processes import MANAGE, wait_for
 
-pytestmark = [
-    pytest.mark.process, pytest.mark.django_db,
-    pytest.mark.skipif(connection.vendor != "sqlite", reason="reads the runtime's SQLite file while prune runs"),
-]
+pytestmark = [pytest.mark.process, pytest.mark.django_db]
 
 #: Old finished chains: an event, its approved proposal, its succeeded run and two journal entries each.
 FILL = """
@@ -49,10 +48,24 @@ JournalEntry.objects.bulk_create([
 COUNT = 6_000
 
 
-def rows(database) -> dict[str, set[int]]:
-    with sqlite3.connect(database) as db:
-        return {table: {row[0] for row in db.execute(f"SELECT id FROM runtime_{table}")}
-                for table in ("event", "proposal", "run", "journalentry")}
+def query(runtime, sql: str) -> list[tuple]:
+    """``sql`` on the runtime's own database (SQLite file or PostgreSQL), from outside its processes."""
+    url = runtime.env["DATABASE_URL"]
+    if connection.vendor == "sqlite":
+        with closing(sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30)) as db:
+            return db.execute(sql).fetchall()
+    with psycopg.connect(url.replace("postgres://", "postgresql://", 1), autocommit=True) as db:
+        return db.execute(sql).fetchall()
+
+
+def rows(runtime) -> dict[str, set[int]]:
+    return {table: {row[0] for row in query(runtime, f"SELECT id FROM runtime_{table}")}
+            for table in ("event", "proposal", "run", "journalentry")}
+
+
+def pruned_entries(runtime) -> list[dict]:
+    found = query(runtime, "SELECT data FROM runtime_journalentry WHERE action = 'retention_pruned' ORDER BY id")
+    return [data if isinstance(data, dict) else json.loads(data) for (data,) in found]
 
 
 def archived(directory) -> dict[str, set[int]]:
@@ -71,23 +84,21 @@ def archived(directory) -> dict[str, set[int]]:
 
 
 def test_a_killed_prune_loses_nothing_and_a_second_one_finishes(runtime, tmp_path):
-    database = runtime.env["DATABASE_URL"].removeprefix("sqlite:///")
     env = {**runtime.env, "DJANGO_SETTINGS_MODULE": "factory_site.settings"}
     subprocess.run([sys.executable, "-c", FILL, str(COUNT)], cwd=PROJECT_DIR, env=env, check=True, timeout=300)
-    before = rows(database)
+    before = rows(runtime)
     archive_dir = tmp_path / "archive"
     prune = subprocess.Popen([sys.executable, MANAGE, "prune", "--older-than", "90d"], cwd=PROJECT_DIR,
                              env={**runtime.env, "FACTORY_ARCHIVE_DIR": str(archive_dir)},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def some_chunks_done():
-        with sqlite3.connect(database, timeout=30) as db:
-            return db.execute("SELECT count(*) FROM runtime_journalentry WHERE action = 'retention_pruned'").fetchone()[0] >= 2
+        return len(pruned_entries(runtime)) >= 2
 
     wait_for(some_chunks_done, timeout=120, what="two chunks pruned", interval=0.05)
     prune.send_signal(signal.SIGKILL)
     prune.communicate(timeout=30)
-    middle = rows(database)
+    middle = rows(runtime)
     assert 0 < len(middle["event"]) < COUNT, "the prune was not killed midway"
     saved = archived(archive_dir)
     for table, ids in before.items():
@@ -98,11 +109,8 @@ def test_a_killed_prune_loses_nothing_and_a_second_one_finishes(runtime, tmp_pat
                             env={**runtime.env, "FACTORY_ARCHIVE_DIR": str(archive_dir)},
                             capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr
-    after, saved = rows(database), archived(archive_dir)
+    after, saved = rows(runtime), archived(archive_dir)
     assert (after["event"], after["proposal"], after["run"]) == (set(), set(), set())
     for table, ids in before.items():
         assert ids <= saved[table], f"{table} rows neither in the database nor archived"
-    with sqlite3.connect(database) as db:
-        pruned = [json.loads(data) for (data,) in db.execute(
-            "SELECT data FROM runtime_journalentry WHERE action = 'retention_pruned' ORDER BY id")]
-    assert sum(entry["events"] for entry in pruned) == COUNT
+    assert sum(entry["events"] for entry in pruned_entries(runtime)) == COUNT
