@@ -97,6 +97,8 @@ def main() -> None:
         fill(args.events, args.loops, args.runs, args.pending, datetime.now(UTC))
         fill_s = time.perf_counter() - started
         with connection.cursor() as cursor:
+            # As autovacuum (PostgreSQL) or an operator's ANALYZE would: plans need the tables' statistics.
+            cursor.execute("ANALYZE")
             cursor.execute("SELECT sqlite_version()" if connection.vendor == "sqlite" else "SHOW server_version")
             version = cursor.fetchone()[0]
         print(f"{args.events} events of {args.loops} loops over 90 days, {args.runs} finished runs, "
