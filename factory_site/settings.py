@@ -148,20 +148,17 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 #: ``manifest``: whitenoise's compressed manifest storage, served from ``STATIC_ROOT`` that
-#: ``collectstatic`` filled (hashed names, cached for a year, gzip and brotli beside them);
-#: ``finders``: the apps' own files as they are, cached for 60 s (no collectstatic needed);
-#: ``auto`` (the default): ``manifest`` once ``collectstatic`` has written its manifest
-#: (``bin/serve`` runs it, as ``manifest``, at every start), else ``finders`` — a fresh
-#: checkout and the test suite, which never run collectstatic.
-FACTORY_STATIC_STORAGE = env.str("FACTORY_STATIC_STORAGE", default="auto")
-if FACTORY_STATIC_STORAGE not in ("auto", "manifest", "finders"):
-    raise ImproperlyConfigured(f"FACTORY_STATIC_STORAGE must be auto, manifest or finders, not {FACTORY_STATIC_STORAGE!r}")
-_STATIC_DIR = Path(env.str("FACTORY_STATIC_ROOT", default=str(VAR_DIR / "static")))
-_STATIC_MANIFEST = FACTORY_STATIC_STORAGE == "manifest" or (
-    FACTORY_STATIC_STORAGE == "auto" and (_STATIC_DIR / "staticfiles.json").is_file()
-)
+#: ``collectstatic`` filled (hashed names, cached for a year, gzip beside them) — what
+#: ``bin/serve`` runs (it collects at every start, so the manifest always matches the code)
+#: and the production settings name; ``finders`` (the default): the apps' own files as they
+#: are, cached for 60 s, no collectstatic needed — ``manage.py runserve`` by hand, the test
+#: suite, whose processes never see a stale manifest.
+FACTORY_STATIC_STORAGE = env.str("FACTORY_STATIC_STORAGE", default="finders")
+if FACTORY_STATIC_STORAGE not in ("manifest", "finders"):
+    raise ImproperlyConfigured(f"FACTORY_STATIC_STORAGE must be manifest or finders, not {FACTORY_STATIC_STORAGE!r}")
+_STATIC_MANIFEST = FACTORY_STATIC_STORAGE == "manifest"
 #: Only the manifest storage has a root: with finders there is nothing collected to serve.
-STATIC_ROOT = _STATIC_DIR if _STATIC_MANIFEST else None
+STATIC_ROOT = Path(env.str("FACTORY_STATIC_ROOT", default=str(VAR_DIR / "static"))) if _STATIC_MANIFEST else None
 WHITENOISE_USE_FINDERS = not _STATIC_MANIFEST
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
