@@ -4,7 +4,7 @@
 ``RequestIdMiddleware`` (outermost) gives every request an id: the client's ``X-Request-Id``
 when it is 1–128 characters of ``[A-Za-z0-9._:-]``, else a new one (32 hex digits). The id
 is echoed as the ``X-Request-Id`` response header and carried by every log line written
-while the request is served (``RequestIdLogFormatter``), gunicorn's access line included.
+while the request is served (``factory_site.logs``), gunicorn's access line included.
 
 The routes of ``API_PATHS`` answer JSON whatever happens: ``bad_request`` (Django's 400,
 e.g. a ``Host`` header not in ``DJANGO_ALLOWED_HOSTS``) and ``server_error`` (500: an
@@ -15,7 +15,6 @@ that request id.
 """
 
 import contextvars
-import logging
 import re
 import uuid
 
@@ -23,7 +22,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
 #: The routes whose every answer is JSON (docs/design.md §10).
-API_PATHS = frozenset({"/events", "/github", "/schedules", "/status"})
+API_PATHS = frozenset({"/events", "/github", "/schedules", "/status", "/metrics"})
 REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
@@ -56,15 +55,6 @@ class RequestIdMiddleware:
             _request_id.reset(token)
         response[REQUEST_ID_HEADER] = request.request_id
         return response
-
-
-class RequestIdLogFormatter(logging.Formatter):
-    """The plain format plus `` requestId=<id>`` on lines written while serving a request."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
-        request_id = current_request_id()
-        return f"{text} requestId={request_id}" if request_id else text
 
 
 def _is_api(request: HttpRequest) -> bool:

@@ -9,12 +9,16 @@ import secrets
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env")
+
+#: The runtime's own files: the SQLite database, the secret key, run output, collected static
+#: files, the HTTP workers' metric files. A host keeps it outside the checkout (docs/production.md).
+VAR_DIR = Path(env.str("FACTORY_VAR_DIR", default=str(BASE_DIR / "var")))
 
 
 def _persistent_secret_key() -> str:
@@ -30,6 +34,35 @@ def _persistent_secret_key() -> str:
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or _persistent_secret_key()
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
+
+# --- behind a TLS proxy (docs/production.md, config/production.env.example) ---------------
+# Every one is off by default: the laptop runtime speaks plain HTTP on loopback.
+#: Trust the proxy's ``X-Forwarded-Proto: https`` (only when the proxy sets it on every request).
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("DJANGO_BEHIND_TLS_PROXY", default=False) else None
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
+#: The loopback callers that never pass the proxy: the host-clock bridge posts to
+#: ``FACTORY_SERVE_URL`` (``/events``), monitors poll ``/status`` and ``/metrics``. Each
+#: authenticates itself (HMAC, bearer token), not through a cookie.
+SECURE_REDIRECT_EXEMPT = [r"^events$", r"^status$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = env.bool("DJANGO_SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env.bool("DJANGO_CSRF_COOKIE_SECURE", default=False)
+#: The https origins the inbox is reached at (``https://factory.example.org``): CSRF checks the
+#: Origin of every POST against them.
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+# --- e-mail (Django's error mails to ADMINS, password resets) -------------------------------
+# DJANGO_EMAIL_URL as django-environ reads it: smtp+tls://user:password@host:587, or the
+# default consolemail:// (written to the log stream, sent nowhere).
+vars().update(env.email_url("DJANGO_EMAIL_URL", default="consolemail://"))
+DEFAULT_FROM_EMAIL = env.str("DJANGO_DEFAULT_FROM_EMAIL", default="factory@localhost")
+SERVER_EMAIL = env.str("DJANGO_SERVER_EMAIL", default=DEFAULT_FROM_EMAIL)
+#: ``name <address>`` pairs as ``Name:address,Name:address``; Django mails them a 500's traceback.
+ADMINS = [tuple(pair.split(":", 1)) for pair in env.list("DJANGO_ADMINS", default=[])]
+if any(len(admin) != 2 or not all(admin) for admin in ADMINS):
+    raise ImproperlyConfigured("DJANGO_ADMINS is a list of Name:address pairs, e.g. Operations:ops@example.org")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -48,6 +81,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost: every answer, and every log line written while serving it, carries the id.
     "factory_site.requests.RequestIdMiddleware",
+    # Counts the intake doors' answers as they leave, whatever answered them (ops.metrics_intake).
+    "ops.metrics_intake.IntakeAnswersMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -112,9 +147,25 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-WHITENOISE_USE_FINDERS = True
+#: ``manifest``: whitenoise's compressed manifest storage, served from ``STATIC_ROOT`` that
+#: ``collectstatic`` filled (hashed names, cached for a year, gzip beside them) — what
+#: ``bin/serve`` runs (it collects at every start, so the manifest always matches the code)
+#: and the production settings name; ``finders`` (the default): the apps' own files as they
+#: are, cached for 60 s, no collectstatic needed — ``manage.py runserve`` by hand, the test
+#: suite, whose processes never see a stale manifest.
+FACTORY_STATIC_STORAGE = env.str("FACTORY_STATIC_STORAGE", default="finders")
+if FACTORY_STATIC_STORAGE not in ("manifest", "finders"):
+    raise ImproperlyConfigured(f"FACTORY_STATIC_STORAGE must be manifest or finders, not {FACTORY_STATIC_STORAGE!r}")
+_STATIC_MANIFEST = FACTORY_STATIC_STORAGE == "manifest"
+#: Only the manifest storage has a root: with finders there is nothing collected to serve.
+STATIC_ROOT = Path(env.str("FACTORY_STATIC_ROOT", default=str(VAR_DIR / "static"))) if _STATIC_MANIFEST else None
+WHITENOISE_USE_FINDERS = not _STATIC_MANIFEST
 STORAGES = {
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage" if _STATIC_MANIFEST
+        else "django.contrib.staticfiles.storage.StaticFilesStorage",
+    },
 }
 
 REST_FRAMEWORK = {
@@ -123,16 +174,19 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": None,
 }
 
+#: ``text`` (default) or ``json`` (one object per line): every process of runserve, gunicorn's
+#: error and access logs included, writes this one format to stderr/stdout (factory_site.logs).
+FACTORY_LOG_FORMAT = env.str("FACTORY_LOG_FORMAT", default="text")
+if FACTORY_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"FACTORY_LOG_FORMAT must be text or json, not {FACTORY_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {
-            "()": "factory_site.requests.RequestIdLogFormatter",
-            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
-        },
+        "text": {"()": "factory_site.logs.TextFormatter"},
+        "json": {"()": "factory_site.logs.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": FACTORY_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env.str("FACTORY_LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
@@ -172,6 +226,15 @@ FACTORY_STDOUT_CAP_BYTES = env.int("FACTORY_STDOUT_CAP_BYTES", default=1024 * 10
 #: it (docs/design.md §10: a slow client cannot hold a thread).
 FACTORY_HTTP_READ_SECONDS = env.float("FACTORY_HTTP_READ_SECONDS", default=5.0)
 FACTORY_SERVE_URL = env.str("FACTORY_SERVE_URL", default="http://127.0.0.1:7522")
+#: Where runserve's HTTP workers keep their intake counters (prometheus_client's multiprocess
+#: files), one directory per bound address, emptied when that runserve starts (ops.metrics).
+FACTORY_METRICS_DIR = Path(env.str("FACTORY_METRICS_DIR", default=str(VAR_DIR / "metrics")))
+#: Where ``prune`` writes the archive of what it deletes (JSON Lines, gzip), one file per prune.
+FACTORY_ARCHIVE_DIR = Path(env.str("FACTORY_ARCHIVE_DIR", default=str(VAR_DIR / "archive")))
+#: ``prune``'s default window: what is older than this many days goes (docs/production.md).
+FACTORY_RETENTION_DAYS = env.int("FACTORY_RETENTION_DAYS", default=90)
+#: The window of the recent-activity figures of /metrics, in seconds (ops.metrics).
+FACTORY_METRICS_WINDOW_SECONDS = env.int("FACTORY_METRICS_WINDOW_SECONDS", default=3600)
 FACTORY_AGENT_COMMAND = env.str("FACTORY_AGENT_COMMAND", default="")
 # The demo and tests: plan every agent definition with the fake adapter (docs/design.md §8).
 FACTORY_FAKE_AGENTS = env.bool("FACTORY_FAKE_AGENTS", default=False)
@@ -179,9 +242,6 @@ FACTORY_OPERATOR_USERNAME = env.str("FACTORY_OPERATOR_USERNAME", default="operat
 FACTORY_OPERATOR_PASSWORD = env.str("FACTORY_OPERATOR_PASSWORD", default="")
 # Notifications (docs/notifications.md): off unless a channel is set.
 FACTORY_NOTIFY_EMAIL_TO = env.list("FACTORY_NOTIFY_EMAIL_TO", default=[])
-# Django's EMAIL_* settings from one URL (smtp://user:password@host:587/?tls=True, consolemail://).
-vars().update(env.email_url("FACTORY_NOTIFY_EMAIL_URL", default="smtp://localhost:25"))
-DEFAULT_FROM_EMAIL = env.str("FACTORY_NOTIFY_EMAIL_FROM", default="factory@localhost")
 FACTORY_NOTIFY_WEBHOOK_URL = env.str("FACTORY_NOTIFY_WEBHOOK_URL", default="")
 FACTORY_NOTIFY_SECRET = env.str("FACTORY_NOTIFY_SECRET", default="")
 FACTORY_NOTIFY_PROPOSAL_WAIT_SECONDS = env.int("FACTORY_NOTIFY_PROPOSAL_WAIT_SECONDS", default=3600)

@@ -1,9 +1,12 @@
-"""``GET /schedules`` and ``GET /status`` (docs/design.md §10, §11).
+"""``GET /schedules``, ``GET /status`` and ``GET /metrics`` (docs/design.md §10, §11; docs/production.md).
 
-Both answer from the same computations as ``manage.py schedule list --json`` and
-``manage.py doctor``; ``now`` is read once per request.
+The first two answer from the same computations as ``manage.py schedule list --json`` and
+``manage.py doctor``; ``/metrics`` is the Prometheus text format (``ops.metrics``). ``now``
+is read once per request.
 """
 
+from django.http import HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,6 +18,8 @@ from schedules.overview import schedules_overview
 from .api.openapi import schedules_read, status_read
 from .auth import AUTHENTICATION_CLASSES, TokenOrStaff
 from .doctor import collect_status
+from .metrics import database_collector
+from .metrics_intake import intake_registry
 
 
 class ReadView(APIView):
@@ -52,3 +57,13 @@ class StatusView(ReadView):
     @status_read
     def get(self, request):
         return Response(collect_status(now=clock.database_now()))
+
+
+class MetricsView(ReadView):
+    """The database's figures and this runserve's intake counters, in the Prometheus text format."""
+
+    def get(self, request):
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(database_collector(now=clock.database_now()))
+        body = generate_latest(registry) + generate_latest(intake_registry())
+        return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

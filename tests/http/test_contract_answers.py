@@ -5,13 +5,14 @@ with ``Allow``, a fault is a JSON 500 with a request id the log carries, a bad H
 
 import json
 import logging
+import os
 
 import pytest
 import time_machine
 from django.db import OperationalError
 from django.test import Client
 
-from factory_site.requests import RequestIdLogFormatter
+from factory_site.logs import TextFormatter
 from tests.events_door import NOW, body_of, envelope
 from tests.events_door import SECRET as EVENTS_SECRET
 from tests.events_door import post as post_events
@@ -63,7 +64,7 @@ class Lines(logging.Handler):
 
     def __init__(self):
         super().__init__()
-        self.setFormatter(RequestIdLogFormatter("%(levelname)s %(name)s %(message)s"))
+        self.setFormatter(TextFormatter())
         self.lines = []
 
     def emit(self, record):
@@ -93,7 +94,12 @@ def test_a_database_fault_on_a_read_is_a_json_500_whose_request_id_the_log_carri
         "requestId": "probe-1",
     }
     (line,) = lines.lines
-    assert line.startswith(f"ERROR django.request Internal Server Error: {route}\nTraceback")
+    first, _, traceback = line.partition("\n")
+    assert first.split(" ", 1)[1] == (
+        f"ERROR django.request[{os.getpid()}] Internal Server Error: {route} "
+        f"status_code=500 request=\"<WSGIRequest: GET '{route}'>\""
+    )
+    assert traceback.startswith("Traceback")
     assert "OperationalError: connection to server lost: the secret detail" in line
     assert line.endswith(" requestId=probe-1")
     assert "secret detail" not in response.content.decode()

@@ -6,6 +6,8 @@ The start-up checks on them are ``unit/test_settings_checks.py``.
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import PROJECT_DIR
 
 
@@ -25,3 +27,46 @@ def test_a_relative_sqlite_file_is_relative_to_the_project():
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout():
     options = settings_value("settings.DATABASES['default']['OPTIONS']", DATABASE_URL="sqlite:////tmp/x.sqlite3")
     assert "journal_mode=WAL" in options and "'timeout': 30" in options and "IMMEDIATE" in options
+
+
+def test_the_production_settings_are_off_by_default():
+    values = settings_value(
+        "[settings.SECURE_SSL_REDIRECT, settings.SECURE_PROXY_SSL_HEADER, settings.SECURE_HSTS_SECONDS, "
+        "settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE, settings.CSRF_TRUSTED_ORIGINS, "
+        "settings.EMAIL_BACKEND, settings.LOGGING['handlers']['console']['formatter']]"
+    )
+    assert values == "[False, None, 0, False, False, [], 'django.core.mail.backends.console.EmailBackend', 'text']"
+
+
+def test_behind_a_tls_proxy_the_forwarded_proto_is_trusted_and_the_loopback_callers_are_exempt():
+    values = settings_value(
+        "[settings.SECURE_PROXY_SSL_HEADER, settings.SECURE_REDIRECT_EXEMPT, settings.CSRF_TRUSTED_ORIGINS, "
+        "settings.ADMINS, settings.EMAIL_HOST, settings.EMAIL_USE_TLS]",
+        DJANGO_BEHIND_TLS_PROXY="true", DJANGO_CSRF_TRUSTED_ORIGINS="https://factory.example.org",
+        DJANGO_ADMINS="Ops:ops@example.org", DJANGO_EMAIL_URL="smtp+tls://u:p@mail.example.org:587",
+    )
+    assert values == (
+        "[('HTTP_X_FORWARDED_PROTO', 'https'), ['^events$', '^status$', '^metrics$'], "
+        "['https://factory.example.org'], [('Ops', 'ops@example.org')], 'mail.example.org', True]"
+    )
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("FACTORY_LOG_FORMAT", "xml", "FACTORY_LOG_FORMAT must be text or json, not 'xml'"),
+    ("FACTORY_STATIC_STORAGE", "cdn", "FACTORY_STATIC_STORAGE must be manifest or finders, not 'cdn'"),
+    ("DJANGO_ADMINS", "ops@example.org", "DJANGO_ADMINS is a list of Name:address pairs"),
+])
+def test_a_bad_value_stops_the_settings_with_its_reason(name, value, message):
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        settings_value("1", **{name: value})
+    assert message in failed.value.stderr
+
+
+def test_static_files_use_finders_unless_the_manifest_is_chosen(tmp_path):
+    expression = "[settings.STORAGES['staticfiles']['BACKEND'], settings.WHITENOISE_USE_FINDERS, settings.STATIC_ROOT]"
+    assert settings_value(expression, FACTORY_VAR_DIR=str(tmp_path)) == (
+        "['django.contrib.staticfiles.storage.StaticFilesStorage', True, None]"
+    )
+    assert settings_value(expression, FACTORY_VAR_DIR=str(tmp_path), FACTORY_STATIC_STORAGE="manifest") == (
+        f"['whitenoise.storage.CompressedManifestStaticFilesStorage', False, PosixPath('{tmp_path}/static')]"
+    )

@@ -14,6 +14,7 @@ scripted outcomes) and every agent definition played by the fake adapter
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from lib.processes import SUPERVISOR_PID_VARIABLE, die_with_parent
 from ops.notify import channels
+from ops.metrics_intake import MULTIPROCESS_VARIABLE, prepare_multiprocess_dir
 from runtime.adapters.command import KILL_GRACE_SECONDS, SHIM_EXIT_SECONDS
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
@@ -40,8 +42,8 @@ POLL_SECONDS = 0.2
 #: Threads per gunicorn worker: with the default two workers, 32 requests at once — ten slow
 #: clients all landing on one worker still leave it six (docs/design.md §10).
 HTTP_THREADS = 16
-#: gunicorn's default access line plus the request id the runtime's own log lines carry.
-ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" requestId=%({x-request-id}o)s'
+#: gunicorn's error and access logs in the runtime's one format, request id included (factory_site.logs).
+GUNICORN_LOGGER = "factory_site.logs.GunicornLogger"
 
 
 def shutdown_grace_seconds() -> float:
@@ -132,7 +134,7 @@ class Command(BaseCommand):
                 "--preload",
                 "--graceful-timeout", "10",
                 "--access-logfile", "-",
-                "--access-logformat", ACCESS_LOG_FORMAT,
+                "--logger-class", GUNICORN_LOGGER,
                 # One control socket per user would clash between two runtimes on one host.
                 "--no-control-socket",
             ],
@@ -144,8 +146,11 @@ class Command(BaseCommand):
         if channels():  # notifications are off unless configured (docs/notifications.md)
             commands["notifier"] = [sys.executable, manage, "notify"]
         env = {**os.environ, SUPERVISOR_PID_VARIABLE: str(os.getpid())}
+        # The HTTP workers add up their intake counters in files (ops.metrics_intake).
+        self.metrics_dir = prepare_multiprocess_dir(settings.FACTORY_METRICS_DIR, options["bind"])
+        envs = {name: env for name in commands} | {"http": {**env, MULTIPROCESS_VARIABLE: str(self.metrics_dir)}}
         return {
-            name: subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, preexec_fn=die_with_parent)
+            name: subprocess.Popen(argv, cwd=settings.BASE_DIR, env=envs[name], preexec_fn=die_with_parent)
             for name, argv in commands.items()
         }
 
@@ -178,5 +183,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"child {name} did not stop in {grace:g}s; killing it")
                 child.kill()
                 child.wait()
+        # The intake counters die with this runserve (the next one starts from 0 anyway).
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)
         self.stdout.write("runtime stopped")
 

@@ -1,0 +1,163 @@
+"""The one log format of every process of ``runserve`` (docs/production.md, "Logs").
+
+Every line — Django's, the runtime's, gunicorn's error log and its access log, in the HTTP
+workers, the slot loop, the run workers and any ``manage.py`` command — is written by one of
+two formatters, chosen by ``FACTORY_LOG_FORMAT``:
+
+- ``text`` (the default): ``<at> <LEVEL> <logger>[<pid>] <message>`` then every structured
+  field as `` key=value`` (a value with a space, a quote or an equals sign is written as a
+  JSON string), the traceback of an exception, and last `` requestId=<id>`` on a line
+  written while a request is served;
+- ``json``: one JSON object per line, ``{"at", "level", "logger", "pid", "message", …every
+  structured field…, "requestId"?, "exception"?}``.
+
+``at`` is the record's instant in UTC to the millisecond (``2026-12-01T20:40:53.123Z``).
+The structured fields are whatever the call passed as ``extra`` (``action``, ``loop``,
+``eventId``, ``run``, …): nothing is dropped. A field that is not JSON is written as its
+``str``. The request id is the one ``factory_site.requests`` gives the request (and echoes as
+``X-Request-Id``): Django's own lines take it from the request they name, gunicorn's access
+line from that response header.
+
+This module does not need Django's apps: gunicorn loads ``GunicornLogger`` before the
+application.
+"""
+
+import json
+import logging
+from datetime import UTC, datetime
+
+from gunicorn.glogging import Logger
+
+from .requests import REQUEST_ID_HEADER, current_request_id
+
+FORMATS = ("text", "json")
+#: A LogRecord's own attributes: everything else on a record came from ``extra``.
+RECORD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+
+def instant(record: logging.LogRecord) -> str:
+    """The record's creation instant, UTC, milliseconds, ``Z``."""
+    moment = datetime.fromtimestamp(record.created, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def structured_fields(record: logging.LogRecord) -> dict:
+    """The record's ``extra`` fields in the order they were given, the request id last."""
+    fields = {key: value for key, value in vars(record).items() if key not in RECORD_ATTRIBUTES}
+    # Django logs a 4xx/5xx answer (django.request) after the middleware has returned, with
+    # the request itself as a field: its id is on it.
+    request_id = (
+        fields.pop("requestId", None) or current_request_id() or getattr(fields.get("request"), "request_id", None)
+    )
+    if request_id:
+        fields["requestId"] = request_id
+    return fields
+
+
+def _json_value(value):
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return value
+
+
+def _text_value(value) -> str:
+    value = _json_value(value)
+    text = value if isinstance(value, str) else json.dumps(value)
+    if text == "" or any(char in text for char in ' "=\n\t'):
+        return json.dumps(text)
+    return text
+
+
+class TextFormatter(logging.Formatter):
+    """``<at> <LEVEL> <logger>[<pid>] <message> key=value … [traceback] requestId=<id>``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = structured_fields(record)
+        request_id = fields.pop("requestId", None)
+        line = f"{instant(record)} {record.levelname} {record.name}[{record.process}] {record.getMessage()}"
+        line += "".join(f" {key}={_text_value(value)}" for key, value in fields.items())
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        elif record.exc_text:
+            line += "\n" + record.exc_text
+        if record.stack_info:
+            line += "\n" + self.formatStack(record.stack_info)
+        return f"{line} requestId={request_id}" if request_id else line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line (see the module's docstring for its keys)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        document = {
+            "at": instant(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "pid": record.process,
+            "message": record.getMessage(),
+        }
+        for key, value in structured_fields(record).items():
+            document.setdefault(key, _json_value(value))
+        if record.exc_info:
+            document["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            document["exception"] = record.exc_text
+        if record.stack_info:
+            document["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(document, ensure_ascii=False)
+
+
+def formatter_for(name: str) -> logging.Formatter:
+    """The formatter of ``FACTORY_LOG_FORMAT`` ``name``; ValueError for any other name."""
+    if name == "text":
+        return TextFormatter()
+    if name == "json":
+        return JsonFormatter()
+    raise ValueError(f"FACTORY_LOG_FORMAT must be one of {', '.join(FORMATS)}, not {name!r}")
+
+
+class GunicornLogger(Logger):
+    """gunicorn's logger writing through the runtime's formatter (``--logger-class``).
+
+    Its error log keeps gunicorn's messages; its access log is one record per answer,
+    message ``<METHOD> <path> <status>`` with the fields ``remote``, ``method``, ``path``,
+    ``query``, ``status``, ``bytes``, ``durationMs``, ``userAgent`` and ``requestId`` (the
+    answer's ``X-Request-Id``).
+    """
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        formatter = formatter_for(log_format_setting())
+        for log in (self.error_log, self.access_log):
+            for handler in log.handlers:
+                handler.setFormatter(formatter)
+
+    def access(self, resp, req, environ, request_time):
+        if not self.access_log_enabled:
+            return
+        headers = {name.lower(): value for name, value in resp.headers}
+        status = resp.status.split(None, 1)[0] if isinstance(resp.status, str) else resp.status
+        method, path = environ.get("REQUEST_METHOD", "-"), environ.get("PATH_INFO", "-")
+        fields = {
+            "remote": environ.get("REMOTE_ADDR", "-"),
+            "method": method,
+            "path": path,
+            "query": environ.get("QUERY_STRING", ""),
+            "status": int(status),
+            "bytes": getattr(resp, "sent", None) or 0,
+            "durationMs": round(request_time.total_seconds() * 1000, 1),
+            "userAgent": environ.get("HTTP_USER_AGENT", ""),
+        }
+        request_id = headers.get(REQUEST_ID_HEADER.lower())
+        if request_id:
+            fields["requestId"] = request_id
+        self.access_log.info("%s %s %s", method, path, status, extra=fields)
+
+
+def log_format_setting() -> str:
+    """``settings.FACTORY_LOG_FORMAT`` (gunicorn's master reads it before the app is loaded)."""
+    from django.conf import settings
+
+    return settings.FACTORY_LOG_FORMAT

@@ -1,0 +1,81 @@
+"""The intake doors' answers, counted by the HTTP workers that give them (docs/production.md, "Metrics").
+
+``factory_intake_answers_total{door, status}`` counts every answer of ``POST /events`` and
+``POST /github`` by HTTP status (202 admitted, 200 duplicate or ignored, 401, 408, 422, …),
+as ``IntakeAnswersMiddleware`` sees it leave Django. Answers gunicorn gives itself before
+Django runs (a malformed request line, a head that never arrived) are not counted.
+
+gunicorn runs several worker processes, and a scrape reaches one of them: under ``runserve``
+each worker writes its counts to prometheus_client's multiprocess files in
+``FACTORY_METRICS_DIR/http-<bind>/`` (``PROMETHEUS_MULTIPROC_DIR``, set by runserve for
+gunicorn, emptied at its start and removed at its stop), and ``/metrics`` sums the files of
+every worker, past ones included. So the counter is per ``runserve``: it starts at 0 when that runserve starts
+(a counter reset to Prometheus), and several runserves are summed with
+``sum without (instance)``. Outside runserve (tests, a development server) the counter is
+the process's own.
+"""
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.multiprocess import MultiProcessCollector
+
+#: The doors whose answers are counted, by path.
+DOORS = {"/events": "events", "/github": "github"}
+#: prometheus_client reads this variable when it is imported (runserve sets it for gunicorn).
+MULTIPROCESS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+
+#: The process's own registry: in multiprocess mode the values live in the files instead.
+_registry = CollectorRegistry()
+INTAKE_ANSWERS = Counter(
+    "factory_intake_answers", "Answers of the intake doors, by door and HTTP status.",
+    labelnames=["door", "status"], registry=_registry,
+)
+
+
+def count_answer(path: str, status: int) -> None:
+    """Count one answer of the door at ``path``; any other path is not a door and is ignored."""
+    door = DOORS.get(path)
+    if door is not None:
+        INTAKE_ANSWERS.labels(door=door, status=str(status)).inc()
+
+
+class IntakeAnswersMiddleware:
+    """Counts each answer of the intake doors once it is made (``count_answer``)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        count_answer(request.path, response.status_code)
+        return response
+
+
+def multiprocess_dir() -> str | None:
+    """The multiprocess directory this process counts into, or None (counting in memory)."""
+    return os.environ.get(MULTIPROCESS_VARIABLE) or None
+
+
+def intake_registry() -> CollectorRegistry:
+    """What a scrape reports of the intake counter: every worker's files, or this process's own."""
+    directory = multiprocess_dir()
+    if directory is None:
+        return _registry
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=directory)
+    return registry
+
+
+def prepare_multiprocess_dir(root: Path, bind: str) -> Path:
+    """An empty directory for the HTTP workers of the runserve bound to ``bind`` (``HOST:PORT``
+    or ``unix:PATH``): ``<root>/http-<bind>``, every run of characters other than letters and
+    digits a dash (``http-127-0-0-1-7522``), its old files (of an earlier runserve on that
+    address) removed. Two runserves on one host bind different addresses."""
+    directory = root / ("http-" + re.sub(r"[^A-Za-z0-9]+", "-", bind).strip("-"))
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True, mode=0o700)
+    return directory

@@ -1,0 +1,88 @@
+"""The one log format (factory_site.logs): text by default, JSON lines on request, every field kept."""
+
+import json
+import logging
+import sys
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from factory_site import logs, requests
+
+CREATED = 1764536403.25  # 2025-11-30T21:00:03.250Z
+
+
+def record(message="loop %s fired", args=("reaper",), exc_info=None, **extra) -> logging.LogRecord:
+    made = logging.getLogger("schedules.ticks").makeRecord(
+        "schedules.ticks", logging.INFO, __file__, 1, message, args, exc_info, extra=extra or None,
+    )
+    made.created, made.process = CREATED, 4242
+    return made
+
+
+@pytest.fixture
+def serving():
+    token = requests._request_id.set("req-7")
+    yield
+    requests._request_id.reset(token)
+
+
+def test_text_keeps_every_field_in_order():
+    line = logs.TextFormatter().format(record(action="tick_admitted", loop="reaper", skippedSlots=0))
+    assert line == (
+        "2025-11-30T21:00:03.250Z INFO schedules.ticks[4242] loop reaper fired "
+        "action=tick_admitted loop=reaper skippedSlots=0"
+    )
+
+
+def test_text_quotes_values_with_spaces_and_writes_structures_as_json():
+    line = logs.TextFormatter().format(record(reason="two words", data={"a": 1}, empty=""))
+    assert line.endswith(' reason="two words" data="{\\"a\\": 1}" empty=""')
+
+
+def test_text_ends_with_the_request_id_while_serving(serving):
+    line = logs.TextFormatter().format(record(action="x"))
+    assert line.endswith(" action=x requestId=req-7")
+
+
+def test_json_is_one_object_with_every_field(serving):
+    document = json.loads(logs.JsonFormatter().format(record(action="tick_admitted", loop="reaper", eventId="e-1")))
+    assert document == {
+        "at": "2025-11-30T21:00:03.250Z", "level": "INFO", "logger": "schedules.ticks", "pid": 4242,
+        "message": "loop reaper fired", "action": "tick_admitted", "loop": "reaper", "eventId": "e-1",
+        "requestId": "req-7",
+    }
+
+
+def test_json_writes_what_is_not_json_as_text_and_the_traceback_as_exception():
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        made = record(exc_info=sys.exc_info(), when=timedelta(seconds=2))
+    text = logs.JsonFormatter().format(made)
+    assert "\n" not in text
+    document = json.loads(text)
+    assert document["when"] == "0:00:02"
+    assert document["exception"].startswith("Traceback") and document["exception"].endswith("ValueError: boom")
+
+
+def test_an_unknown_format_is_refused():
+    with pytest.raises(ValueError, match="FACTORY_LOG_FORMAT must be one of text, json, not 'xml'"):
+        logs.formatter_for("xml")
+
+
+def test_gunicorns_access_line_carries_the_answers_request_id(monkeypatch):
+    logger = logs.GunicornLogger.__new__(logs.GunicornLogger)
+    captured = []
+    logger.access_log = SimpleNamespace(info=lambda *args, **kwargs: captured.append((args, kwargs)))
+    logger._access_log_enabled = True
+    response = SimpleNamespace(status="200 OK", headers=[("Content-Type", "text/plain"), ("X-Request-Id", "r-1")],
+                               sent=12)
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/status", "QUERY_STRING": "", "REMOTE_ADDR": "127.0.0.1",
+               "HTTP_USER_AGENT": "probe"}
+    logger.access(response, None, environ, timedelta(milliseconds=4.5))
+    assert captured == [(("%s %s %s", "GET", "/status", "200"), {"extra": {
+        "remote": "127.0.0.1", "method": "GET", "path": "/status", "query": "", "status": 200, "bytes": 12,
+        "durationMs": 4.5, "userAgent": "probe", "requestId": "r-1",
+    }})]
