@@ -27,8 +27,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from lib.processes import SUPERVISOR_PID_VARIABLE, die_with_parent
-from ops.notify import channels
 from ops.metrics_intake import MULTIPROCESS_VARIABLE, prepare_multiprocess_dir
+from ops.notify import channels
 from runtime.adapters.command import KILL_GRACE_SECONDS, SHIM_EXIT_SECONDS
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
