@@ -65,8 +65,8 @@ append_only = import_module("runtime.migrations.0002_journal_append_only")
 #: Events per chunk: a chunk's transaction (a few hundred rows of each table) stays well
 #: under a second, so ticks and intake wait at most that for the write lock.
 CHUNK_EVENTS = 500
-#: The journal's row trigger on PostgreSQL (migration 0002), refusing UPDATE and DELETE.
-POSTGRESQL_ROW_TRIGGER = "runtime_journal_no_change"
+#: The session setting that opens the journal guard's one door on PostgreSQL (migrations 0007, 0010).
+ARCHIVE_SETTING = "factory.journal_archive"
 
 
 @dataclass
@@ -111,13 +111,13 @@ def prunable_events(cutoff: datetime, keep: list[QuerySet]) -> QuerySet:
 def delete_journal_entries(ids: list[int]) -> int:
     """Delete journal entries through the guard's one door; call inside the chunk's transaction.
 
-    The door is opened for this transaction only and closed before it commits, as
-    ``flush`` does (runtime/management/commands/flush.py): on SQLite the delete trigger
-    (migration 0002) is dropped and re-created, on PostgreSQL the row trigger is disabled and
-    enabled again. Both are DDL inside the transaction: no other transaction ever sees the
-    journal unguarded, and a failure rolls the door shut with everything else. (PostgreSQL's
-    ALTER TABLE … TRIGGER takes a SHARE ROW EXCLUSIVE lock on the journal until the chunk
-    commits: journal writers wait for it, readers go on.)"""
+    The door is opened for this transaction only and shut again before it commits: on
+    SQLite the delete trigger (migration 0002) is dropped and re-created, as ``flush`` does
+    (runtime/management/commands/flush.py) — DDL inside the transaction, so no other
+    transaction ever sees the journal unguarded; on PostgreSQL ``SET LOCAL
+    factory.journal_archive = 'on'`` lets the row trigger pass a DELETE (migration 0010; an
+    UPDATE never) and is set back to ``off`` after this statement. A failure rolls
+    everything back with the door shut."""
     if not ids:
         return 0
     if not connection.in_atomic_block:
@@ -128,15 +128,10 @@ def delete_journal_entries(ids: list[int]) -> int:
             cursor.execute("DROP TRIGGER IF EXISTS runtime_journal_no_delete")
             closing = append_only.statements("sqlite", reverse=False)[1:]
         elif connection.vendor == "postgresql":
-            # ALTER TABLE refuses a table with deferred foreign-key checks queued in this
-            # transaction: they are run now instead of at commit.
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER {POSTGRESQL_ROW_TRIGGER}")
-            closing = [
-                "SET CONSTRAINTS ALL IMMEDIATE",
-                f"ALTER TABLE {table} ENABLE TRIGGER {POSTGRESQL_ROW_TRIGGER}",
-                "SET CONSTRAINTS ALL DEFERRED",
-            ]
+            # The row trigger lets a DELETE through while the door is open (migration 0010);
+            # it is shut again right after, so nothing else in this transaction passes.
+            cursor.execute(f"SET LOCAL {ARCHIVE_SETTING} = 'on'")
+            closing = [f"SET LOCAL {ARCHIVE_SETTING} = 'off'"]
         else:
             raise RuntimeError(f"no journal door for the {connection.vendor} backend")
         placeholders = ", ".join(["%s"] * len(ids))

@@ -82,3 +82,20 @@ def test_the_suites_reset_empties_the_journal_and_leaves_the_guard_in_force():
         with pytest.raises(DatabaseError, match="append-only"):
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(sql)
+
+
+@postgresql_only
+@pytest.mark.django_db
+def test_the_row_trigger_lets_a_delete_through_the_archive_door_and_never_an_update():
+    kept, archived = note(), note()
+    with pytest.raises(DatabaseError, match="the journal is append-only"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("DELETE FROM runtime_journalentry WHERE id = %s", [archived.pk])
+    with pytest.raises(DatabaseError, match="the journal is append-only"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL factory.journal_archive = 'on'")
+            cursor.execute("UPDATE runtime_journalentry SET action = 'x' WHERE id = %s", [kept.pk])
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL factory.journal_archive = 'on'")
+        cursor.execute("DELETE FROM runtime_journalentry WHERE id = %s", [archived.pk])
+    assert list(JournalEntry.objects.values_list("pk", "action")) == [(kept.pk, "note")]
