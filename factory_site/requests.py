@@ -6,7 +6,7 @@ when it is 1–128 characters of ``[A-Za-z0-9._:-]``, else a new one (32 hex dig
 is echoed as the ``X-Request-Id`` response header and carried by every log line written
 while the request is served (``factory_site.logs``), gunicorn's access line included.
 
-The routes of ``API_PATHS`` answer JSON whatever happens: ``bad_request`` (Django's 400,
+The routes of ``API_PATHS`` and those under ``API_PREFIX`` answer JSON whatever happens: ``bad_request`` (Django's 400,
 e.g. a ``Host`` header not in ``DJANGO_ALLOWED_HOSTS``) and ``server_error`` (500: an
 unhandled exception, a database fault) are Django's ``handler400``/``handler500`` here,
 JSON for those routes and Django's own pages elsewhere (the admin). A 500's body is
@@ -23,6 +23,8 @@ from django.views import defaults
 
 #: The routes whose every answer is JSON (docs/design.md §10).
 API_PATHS = frozenset({"/events", "/github", "/schedules", "/status", "/metrics"})
+#: The approval API (ops/api, docs/api.md): every route under it answers JSON too.
+API_PREFIX = "/api/"
 REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
@@ -58,7 +60,7 @@ class RequestIdMiddleware:
 
 
 def _is_api(request: HttpRequest) -> bool:
-    return request.path in API_PATHS
+    return request.path in API_PATHS or request.path.startswith(API_PREFIX)
 
 
 def bad_request(request: HttpRequest, exception: Exception, template_name: str = "400.html") -> HttpResponse:

@@ -130,6 +130,15 @@ def test_a_host_this_server_does_not_serve_is_a_json_400(route):
     }
 
 
+@pytest.mark.parametrize("route", ["/api/proposals", "/api/schema/"])
+def test_the_approval_api_answers_a_bad_host_in_json_too(route):
+    response = Client(HTTP_HOST="evil.example").get(route)
+    assert (response.status_code, response.json()) == (400, {
+        "error": "bad_request",
+        "detail": "the request was refused before reaching the route (DisallowedHost)",
+    })
+
+
 def test_the_admin_keeps_djangos_page_for_a_bad_host():
     response = Client(HTTP_HOST="evil.example").get("/admin/")
     assert response.status_code == 400
