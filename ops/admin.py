@@ -7,6 +7,7 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 
 from runtime import clock
+from runtime.admin.common import ReadOnlyAdmin
 
 from .api.tokens import TokenRefused, create_token, revoke_token
 from .models import Alert, ApiToken, Notification
@@ -85,35 +86,15 @@ class ApiTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"{revoked} token(s) revoked")
 
 
-class MachineOwnedAdmin(admin.ModelAdmin):
-    """Rows the notifier writes: read by every staff user (what was raised is operations' news,
-    as ``/status`` is), changed by no one."""
-
-    def has_module_permission(self, request):
-        return request.user.is_active and request.user.is_staff
-
-    def has_view_permission(self, request, obj=None):
-        return self.has_module_permission(request)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(Alert)
-class AlertAdmin(MachineOwnedAdmin):
+class AlertAdmin(ReadOnlyAdmin):
     list_display = ("key", "raised_at", "cleared_at")
     list_filter = (("cleared_at", admin.EmptyFieldListFilter),)
     search_fields = ("key",)
 
 
 @admin.register(Notification)
-class NotificationAdmin(MachineOwnedAdmin):
+class NotificationAdmin(ReadOnlyAdmin):
     list_display = ("alert", "kind", "channel", "status", "attempts", "next_attempt_at", "sent_at", "last_error")
     list_filter = ("status", "channel", "kind")
     list_select_related = ("alert",)

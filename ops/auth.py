@@ -17,6 +17,17 @@ from rest_framework.permissions import BasePermission
 API_TOKEN_AUTH = "api-token"
 
 
+def bearer_token(request) -> bytes | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None when the header holds
+    no bearer token. Raises AuthenticationFailed for a bearer header that is not two words."""
+    parts = get_authorization_header(request).split()
+    if not parts or parts[0].lower() != b"bearer":
+        return None
+    if len(parts) != 2:
+        raise exceptions.AuthenticationFailed("write the header as: Authorization: Bearer <token>")
+    return parts[1]
+
+
 class BearerTokenAuthentication(BaseAuthentication):
     """``Authorization: Bearer <token>`` against ``FACTORY_API_TOKEN``.
 
@@ -25,18 +36,14 @@ class BearerTokenAuthentication(BaseAuthentication):
     for a wrong or malformed token, or any token while the setting is unset.
     """
 
-    keyword = b"bearer"
-
     def authenticate(self, request):
-        parts = get_authorization_header(request).split()
-        if not parts or parts[0].lower() != self.keyword:
+        presented = bearer_token(request)
+        if presented is None:
             return None
-        if len(parts) != 2:
-            raise exceptions.AuthenticationFailed("write the header as: Authorization: Bearer <token>")
         expected = settings.FACTORY_API_TOKEN
         if not expected:
             raise exceptions.AuthenticationFailed("bearer tokens are refused: FACTORY_API_TOKEN is not set")
-        if not hmac.compare_digest(parts[1], expected.encode("utf-8")):
+        if not hmac.compare_digest(presented, expected.encode("utf-8")):
             raise exceptions.AuthenticationFailed("the bearer token is not FACTORY_API_TOKEN")
         return (None, API_TOKEN_AUTH)
 

@@ -19,10 +19,10 @@ import hmac
 
 from django.conf import settings
 from rest_framework import exceptions
-from rest_framework.authentication import BaseAuthentication, SessionAuthentication, get_authorization_header
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.permissions import BasePermission
 
-from ops.auth import API_TOKEN_AUTH
+from ops.auth import API_TOKEN_AUTH, bearer_token
 from ops.models import ApiToken
 
 from .tokens import live_token
@@ -36,18 +36,14 @@ class PersonTokenAuthentication(BaseAuthentication):
     malformed header, an unknown or revoked token, or one whose person is inactive.
     """
 
-    keyword = b"bearer"
-
     def authenticate(self, request):
-        parts = get_authorization_header(request).split()
-        if not parts or parts[0].lower() != self.keyword:
+        presented = bearer_token(request)
+        if presented is None:
             return None
-        if len(parts) != 2:
-            raise exceptions.AuthenticationFailed("write the header as: Authorization: Bearer <token>")
         shared = settings.FACTORY_API_TOKEN
-        if shared and hmac.compare_digest(parts[1], shared.encode("utf-8")):
+        if shared and hmac.compare_digest(presented, shared.encode("utf-8")):
             return (None, API_TOKEN_AUTH)
-        token = live_token(parts[1].decode("latin-1"))
+        token = live_token(presented.decode("latin-1"))
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("the bearer token is neither a live API token nor FACTORY_API_TOKEN")
         return (token.user, token)
