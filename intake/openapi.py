@@ -100,8 +100,9 @@ github_door = extend_schema(
                  "type": "object", "required": ["payload"],
                  "properties": {"payload": {"type": "string", "description": "the delivery's JSON"}}}},
     parameters=[
-        OpenApiParameter("X-GitHub-Event", str, OpenApiParameter.HEADER, required=True,
-                         description="the kind: pull_request and workflow_run are read, others ignored"),
+        OpenApiParameter("X-GitHub-Event", str, OpenApiParameter.HEADER, required=False,
+                         description="the kind: pull_request and workflow_run are read, others — and a "
+                                     "delivery without the header — answer 200 ignored `unhandled_event`"),
         OpenApiParameter("X-GitHub-Delivery", str, OpenApiParameter.HEADER, required=True,
                          description="the delivery id: 1–200 printable characters, no spaces"),
         OpenApiParameter("X-Hub-Signature-256", str, OpenApiParameter.HEADER, required=True,

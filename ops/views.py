@@ -15,7 +15,7 @@ from runtime import clock
 from runtime.registry import store
 from schedules.overview import schedules_overview
 
-from .api.openapi import schedules_read, status_read
+from .api.openapi import metrics_read, schedules_read, status_read
 from .auth import AUTHENTICATION_CLASSES, TokenOrStaff
 from .doctor import collect_status
 from .metrics import database_collector
@@ -62,6 +62,7 @@ class StatusView(ReadView):
 class MetricsView(ReadView):
     """The database's figures and this runserve's intake counters, in the Prometheus text format."""
 
+    @metrics_read
     def get(self, request):
         registry = CollectorRegistry(auto_describe=False)
         registry.register(database_collector(now=clock.database_now()))

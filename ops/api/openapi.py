@@ -167,3 +167,9 @@ status_read = extend_schema(
         "ok": {"type": "boolean"}, "anomalies": {"type": "array", "items": {"type": "string"}},
     }}, description="200 whatever it says: `ok` tells"), **COMMON},
 )
+metrics_read = extend_schema(
+    operation_id="metrics_read", summary="The Prometheus text format (docs/production.md, metrics)", tags=["operations"],
+    responses={(200, "text/plain"): OpenApiResponse({"type": "string"}, description=(
+        "the database's figures over `FACTORY_METRICS_WINDOW_SECONDS`, the doctor's anomalies as gauges and this "
+        "runserve's intake answers (`text/plain; version=0.0.4`)")), **COMMON},
+)

@@ -13,8 +13,10 @@ from tests.conftest import PROJECT_DIR
 
 pytestmark = pytest.mark.django_db
 
-#: Routes that are not part of the description: the admin's pages, the description itself.
-UNDESCRIBED = ("admin/", "api/schema/", "api/docs/", "api/^.*$")
+#: Routes that are not part of the description: the admin's pages, the description itself,
+#: and the operator's HTML pages (ops/web_urls.py: /, the dashboard, a loop's page), which
+#: are for people in a browser, as the admin is (docs/web.md).
+UNDESCRIBED = ("admin/", "api/schema/", "api/docs/", "api/^.*$", "", "dashboard/", "dashboard/table/", "loops/<str:name>/")
 
 
 def routes(patterns=None, prefix="") -> list[str]:
@@ -40,7 +42,7 @@ def schema(django_db_blocker):
 def test_the_description_validates_and_lists_every_route(schema):
     assert sorted(schema["paths"]) == sorted(routes())
     assert "/api/proposals/{id}/approve" in schema["paths"]
-    assert {"/events", "/github", "/schedules", "/status"} <= set(schema["paths"])
+    assert {"/events", "/github", "/schedules", "/status", "/metrics"} <= set(schema["paths"])
 
 
 def test_every_operation_has_an_id_a_summary_and_its_refusals(schema):
