@@ -35,8 +35,10 @@ from django.db.models.lookups import LessThanOrEqual
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from runtime.models import TERMINAL_RUN_STATUSES, Event, Proposal, ProposalStatus, Run, RunStatus
+from schedules.models import SlotLoopStatus
 
 from .doctor import FINDINGS, collect_status
+from .slot_loop import LOOP_NAME
 
 #: Upper bounds of the histograms' buckets, in seconds. Tick lateness: a tick is admitted
 #: within the slot loop's second; minutes mean a stopped or catching-up loop.
@@ -228,6 +230,11 @@ class DatabaseCollector:
             "factory_slot_loop_last_iteration_age_seconds",
             "Seconds since the slot loop last completed an iteration (-1: it never ran).",
             value=age if age is not None else -1)
+        took = SlotLoopStatus.objects.filter(name=LOOP_NAME).values_list("last_iteration_seconds", flat=True).first()
+        yield GaugeMetricFamily(
+            "factory_slot_loop_last_iteration_seconds",
+            "How long the slot loop's last completed iteration took, in seconds (-1: none recorded).",
+            value=took if took is not None else -1)
         anomaly = GaugeMetricFamily("factory_doctor_anomaly", "1 while the doctor reports this anomaly.",
                                     labels=["anomaly"])
         findings = GaugeMetricFamily("factory_doctor_findings",

@@ -50,13 +50,14 @@ def iterate(
     (``schedules.ticks.emit_due_ticks``): publication and planning happen at ``now``, so
     nothing unrelated to the ticks is stamped with a pretend time.
     """
+    started = time.monotonic()
     store.refresh()
     registry = store.current()
     fired = emit_due_ticks(now=now, registry=registry, at=at) if ticks else []
     published = publish_outbox(now=now, registry=registry)
     planned = plan_in_steps(now=now, registry=registry)
     if record_status:
-        record_iteration(now)
+        record_iteration(now, seconds=time.monotonic() - started)
     return IterationReport(fired, planned, published)
 
 
@@ -85,11 +86,13 @@ def plan_in_steps(*, now: datetime, registry) -> int:
     return planned
 
 
-def record_iteration(now: datetime) -> None:
-    """Write the ``SlotLoopStatus`` row the doctor's ``slotLoopStale`` reads."""
-    SlotLoopStatus.objects.update_or_create(
-        name=LOOP_NAME, defaults={"last_iteration_at": now, "pid": os.getpid(), "host": socket.gethostname()},
-    )
+def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
+    """Write the ``SlotLoopStatus`` row the doctor's ``slotLoopStale`` reads; ``seconds``, when
+    given, is how long the completed iteration took (``/metrics``' iteration time)."""
+    defaults = {"last_iteration_at": now, "pid": os.getpid(), "host": socket.gethostname()}
+    if seconds is not None:
+        defaults["last_iteration_seconds"] = seconds
+    SlotLoopStatus.objects.update_or_create(name=LOOP_NAME, defaults=defaults)
 
 
 def emit_once(lease: EmitterLease) -> list[TickReport] | None:
@@ -99,6 +102,7 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
     long burst keeps the lease and does not look like a stopped slot loop. Planning in
     this process pauses meanwhile (``emitting``)."""
     emitting.set()
+    started = time.monotonic()
     try:
         now = clock.database_now()
         if not lease.hold(now):
@@ -114,7 +118,7 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
 
         store.refresh()
         fired = emit_due_ticks(now=now, registry=store.current(), renew=renew)
-        record_iteration(latest[-1])
+        record_iteration(latest[-1], seconds=time.monotonic() - started)
         return fired
     finally:
         emitting.clear()

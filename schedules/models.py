@@ -46,6 +46,8 @@ class SlotLoopStatus(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     last_iteration_at = models.DateTimeField()
+    #: How long that iteration took, in seconds of the process's monotonic clock (``/metrics``).
+    last_iteration_seconds = models.FloatField(null=True, blank=True)
     pid = models.IntegerField()
     host = models.CharField(max_length=200)
 

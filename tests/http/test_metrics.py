@@ -7,6 +7,8 @@ import time_machine
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from ops.slot_loop import LOOP_NAME, iterate
+from schedules.models import SlotLoopStatus
 from tests.conftest import PROJECT_DIR, at
 from tests.helpers import step, tick
 
@@ -112,6 +114,7 @@ def test_the_doctors_anomalies_are_gauges(client, token):
     }
     assert anomalies[(("anomaly", "expiredLeases"),)] == 0.0
     assert samples(text, "factory_slot_loop_last_iteration_age_seconds") == {(): -1.0}
+    assert samples(text, "factory_slot_loop_last_iteration_seconds") == {(): -1.0}
     assert samples(text, "factory_doctor_ok") == {(): 0.0}
 
 
@@ -141,3 +144,14 @@ def test_the_sample_alert_rules_name_only_metrics_that_exist(client, token, regi
         "interruptedRuns", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew",
     }
     assert all(set(rule) <= {"alert", "expr", "for", "labels", "annotations"} for rule in alerts)
+
+
+def test_the_slot_loops_iteration_time_is_the_last_recorded(client, token, registry_files):
+    registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
+    with time_machine.travel(at("2026-11-30T21:00:01Z"), tick=False):
+        iterate(now=at("2026-11-30T21:00:01Z"))
+    (took,) = samples(scrape(client, "2026-11-30T21:00:02Z"), "factory_slot_loop_last_iteration_seconds").values()
+    recorded = SlotLoopStatus.objects.get(name=LOOP_NAME).last_iteration_seconds
+    assert took == recorded and 0 <= recorded < 30
+    SlotLoopStatus.objects.filter(name=LOOP_NAME).update(last_iteration_seconds=0.25)
+    assert samples(scrape(client, "2026-11-30T21:00:02Z"), "factory_slot_loop_last_iteration_seconds") == {(): 0.25}
