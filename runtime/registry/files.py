@@ -30,12 +30,21 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """What a configuration file that is not UTF-8 is told: the first bad byte and its offset."""
+    return f"the file is not UTF-8: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+
+
 def read_json(inputs: Inputs, path: Path, errors: list[RegistryError]):
-    """Parse a JSON file; on failure append ``missing_file`` or ``invalid_json`` and return None."""
+    """Parse a JSON file; on failure append ``missing_file`` or ``invalid_json`` (bytes that are
+    not UTF-8 included) and return None."""
     try:
         text = inputs.read_text(path)
     except FileNotFoundError:
         errors.append(RegistryError(display_path(path), "<file>", "missing_file", "the file does not exist"))
+        return None
+    except UnicodeDecodeError as exc:
+        errors.append(RegistryError(display_path(path), "<file>", "invalid_json", not_utf8(exc)))
         return None
     try:
         return json.loads(text)
@@ -45,11 +54,15 @@ def read_json(inputs: Inputs, path: Path, errors: list[RegistryError]):
 
 
 def read_yaml(inputs: Inputs, path: Path, errors: list[RegistryError]):
-    """Parse an optional YAML file: a missing file is ``{}``; bad YAML appends ``invalid_yaml``."""
+    """Parse an optional YAML file: a missing file is ``{}``; bad YAML (bytes that are not
+    UTF-8 included) appends ``invalid_yaml``."""
     try:
         text = inputs.read_text(path)
     except FileNotFoundError:
         return {}
+    except UnicodeDecodeError as exc:
+        errors.append(RegistryError(display_path(path), "<file>", "invalid_yaml", not_utf8(exc)))
+        return None
     try:
         return load_yaml(text)
     except yaml.YAMLError as exc:

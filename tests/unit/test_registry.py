@@ -267,3 +267,22 @@ def test_an_unquoted_wall_time_is_the_time_it_looks_like(registry_files):
         "    catchUp: none\n    singleton: true\n    enabled: true\n",
     )
     assert load(registry_files).loops["nightly"].at == "12:00"
+
+
+def test_files_that_are_not_utf8_are_load_errors_and_the_last_good_registry_stays(registry_files):
+    from runtime.registry import store
+
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabled: true\n")
+    store.refresh()
+    good = store.current()
+    overlay = registry_files.config_dir / "schedule.yaml"
+    overlay.write_bytes(b"schedules:\n  reaper:\n    enabled: true # caf\xe9\n")
+    assert errors(registry_files) == [f"{overlay}: <file>: invalid_yaml: the file is not UTF-8: byte 0xe9 at offset 44"]
+    store.refresh()  # what the slot loop does each second: no exception, the last good stays
+    assert store.current() is good and good.loops["reaper"].enabled
+    definition = registry_files.registry_dir / "definitions" / "reaper@1.json"
+    registry_files.write_config("schedule.yaml", "")
+    definition.write_bytes(b"\xff\xfe{}")
+    assert errors(registry_files) == [
+        "registry/definitions/reaper@1.json: <file>: invalid_json: the file is not UTF-8: byte 0xff at offset 0"
+    ]
