@@ -27,11 +27,12 @@ NOTE_MAX_LENGTH = 2000
 
 class ApprovalRefused(Refused):
     """A decision that may not be taken: ``code`` is ``permission_denied`` (403),
-    ``not_found`` (404), ``not_pending`` or ``previous_run_in_flight`` (409), ``note_too_long`` (400)."""
+    ``not_found`` (404), ``not_pending`` or ``previous_run_in_flight`` (409), ``note_too_long`` or ``invalid_note`` (400)."""
 
     STATUS = {
         "permission_denied": 403, "not_found": 404, "not_pending": 409, "previous_run_in_flight": 409,
         "note_too_long": 400,
+        "invalid_note": 400,
     }
 
     def __init__(self, code: str, detail: str):
@@ -47,6 +48,9 @@ def _check_permission(user) -> None:
 def _check_note(note: str, refusal: type[ApprovalRefused]) -> None:
     if len(note) > NOTE_MAX_LENGTH:
         raise refusal("note_too_long", f"the note has {len(note)} characters; at most {NOTE_MAX_LENGTH}")
+    if "\x00" in note:
+        # PostgreSQL cannot store U+0000 in text, and no page should serve it: refused on every backend.
+        raise refusal("invalid_note", "the note holds U+0000 (NUL), which no journal entry can carry")
 
 
 def _decision_data(via: str, os_user: str | None, note: str = "", token_label: str = "") -> dict:

@@ -23,9 +23,9 @@ logger = logging.getLogger(__name__)
 
 class RunDecisionRefused(ApprovalRefused):
     """A decision on a run that may not be taken: ``permission_denied`` (403),
-    ``not_found`` (404), ``not_interrupted`` (409) or ``note_too_long`` (400)."""
+    ``not_found`` (404), ``not_interrupted`` (409), ``note_too_long`` or ``invalid_note`` (400)."""
 
-    STATUS = {"permission_denied": 403, "not_found": 404, "not_interrupted": 409, "note_too_long": 400}
+    STATUS = {"permission_denied": 403, "not_found": 404, "not_interrupted": 409, "note_too_long": 400, "invalid_note": 400}
 
 
 def _interrupted_run(run_id: int) -> Run:

@@ -209,6 +209,20 @@ def test_an_inactive_persons_token_is_refused(proposals, approver, alice_token):
     assert error(post(f"/api/proposals/{proposals[1].pk}/approve", alice_token))[0] == 401
 
 
+def test_a_note_with_a_nul_is_refused_and_the_proposal_stays_pending(proposals, alice_token):
+    proposal = proposals[1]
+    assert error(post(f"/api/proposals/{proposal.pk}/reject", alice_token, {"note": "nope \u0000"})) == (
+        400, {"error": "invalid_note", "detail": "the note holds U+0000 (NUL), which no journal entry can carry"})
+    proposal.refresh_from_db()
+    assert proposal.status == "pending"
+
+
+def test_a_body_over_the_upload_limit_is_a_json_413(proposals, alice_token, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    assert error(post(f"/api/proposals/{proposals[1].pk}/approve", alice_token, {"note": "x" * 1500})) == (
+        413, {"error": "payload_too_large", "detail": "the body is over 1000 bytes"})
+
+
 def test_the_documented_refusals(proposals, alice_token, approver):
     base = f"/api/proposals/{proposals[1].pk}"
     assert error(post(base + "/approve", alice_token, {"note": "x" * 2001})) == (
