@@ -34,6 +34,13 @@ class ReadView(APIView):
     permission_classes = [TokenOrStaff]
     http_method_names = ["get"]
 
+    def initial(self, request, *args, **kwargs):
+        # The method first: an undocumented method is 405 for everyone, as on the doors,
+        # not 401 to an anonymous client and 405 to one with credentials.
+        if request.method.lower() not in self.http_method_names:
+            raise exceptions.MethodNotAllowed(request.method)
+        super().initial(request, *args, **kwargs)
+
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
         if isinstance(exc, exceptions.APIException):

@@ -23,7 +23,7 @@ from tests.github import post as post_github
 pytestmark = pytest.mark.django_db
 
 TOKEN = "a-long-random-api-token"
-ROUTES = {"/events": "POST", "/github": "POST", "/schedules": "GET", "/status": "GET"}
+ROUTES = {"/events": "POST", "/github": "POST", "/schedules": "GET", "/status": "GET", "/metrics": "GET"}
 SHA = "6f0b5a9c2c4caea39f73a4f5f4dbee093265ab2a"
 
 
@@ -38,8 +38,9 @@ def secrets(settings, host_clock_as_database_clock):
 
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("method", ["OPTIONS", "HEAD", "PUT", "PATCH", "DELETE"])
-def test_a_method_not_documented_is_405_with_allow(route, method):
-    response = Client().generic(method, route, headers={"Authorization": f"Bearer {TOKEN}"})
+@pytest.mark.parametrize("credentials", [{"Authorization": f"Bearer {TOKEN}"}, {}], ids=["token", "anonymous"])
+def test_a_method_not_documented_is_405_with_allow(route, method, credentials):
+    response = Client().generic(method, route, headers=credentials)
     assert response.status_code == 405
     assert response["Allow"] == ROUTES[route]
     assert response["Content-Type"] == "application/json"
