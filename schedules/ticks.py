@@ -119,7 +119,9 @@ def emit_due_ticks(
 def _due_from(states: dict[str, ScheduleState], instant: datetime, registry: Registry) -> list[tuple[Loop, DueSlot, bool]]:
     """The due ticks of the fetched ``states`` at ``instant``; a state fetched but found not
     due (its loop changed, or another process fired it) gets its ``next_due`` corrected."""
-    fetched = [s for s in states.values() if s.next_due is not None and s.next_due <= instant]
+    # In loop-name order: the query's rows come in no order (it is shaped for its indexes),
+    # and admission order decides planning order (docs/design.md §7), so it is kept stable.
+    fetched = sorted((s for s in states.values() if s.next_due is not None and s.next_due <= instant), key=lambda s: s.loop)
     by_name = {s.loop: s for s in fetched}
     due = due_ticks(now=instant, registry=registry, states=by_name, names=list(by_name))
     firing = {loop.name for loop, _, _ in due}
