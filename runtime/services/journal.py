@@ -59,9 +59,11 @@ def record(action: str, actor: Actor | str, *, at: datetime, **links) -> Journal
 
 
 def record_many(entries: Iterable[JournalEntry]) -> int:
-    """Append many entries built by ``entry`` with one multi-row ``INSERT … VALUES`` per
-    ``INSERT_ROWS`` entries (the batched paths of admission and planning); returns how many
-    were written. Call inside the transaction that makes the changes they record.
+    """Append many entries built by ``entry`` with one multi-row insert per ``INSERT_ROWS``
+    entries (the batched paths of admission and planning): ``INSERT … VALUES (…), (…)`` on
+    SQLite, ``INSERT … SELECT * FROM unnest(…)`` of one array a column on PostgreSQL.
+    Returns how many were written. Call inside the transaction that makes the changes they
+    record; a refused row (a constraint) raises ``IntegrityError`` for the whole statement.
 
     Each value is prepared by its field for this connection, as ``bulk_create`` prepares it,
     so the stored rows are the same; the entries' primary keys are not read back (no caller
@@ -72,13 +74,19 @@ def record_many(entries: Iterable[JournalEntry]) -> int:
     if not rows:
         return 0
     quote = connection.ops.quote_name
-    head = f"INSERT INTO {quote(JournalEntry._meta.db_table)} ({', '.join(quote(f.column) for f in _FIELDS)}) VALUES "
-    placeholder = "(" + ", ".join(["%s"] * len(_FIELDS)) + ")"
+    head = f"INSERT INTO {quote(JournalEntry._meta.db_table)} ({', '.join(quote(f.column) for f in _FIELDS)}) "
     size = _chunk_rows()
     with connection.cursor() as cursor:
         for first in range(0, len(rows), size):
             chunk = rows[first:first + size]
-            cursor.execute(head + ", ".join([placeholder] * len(chunk)), [value for row in chunk for value in row])
+            if connection.vendor == "postgresql":
+                # One array a column: 8 parameters a statement, not 8 a row, which the
+                # driver would otherwise splice into the statement's text one by one.
+                arrays = ", ".join(f"%s::{field.db_type(connection)}[]" for field in _FIELDS)
+                cursor.execute(f"{head}SELECT * FROM unnest({arrays})", [list(column) for column in zip(*chunk, strict=True)])
+            else:
+                placeholder = "(" + ", ".join(["%s"] * len(_FIELDS)) + ")"
+                cursor.execute(f"{head}VALUES {', '.join([placeholder] * len(chunk))}", [value for row in chunk for value in row])
     return len(rows)
 
 
