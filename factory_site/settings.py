@@ -128,6 +128,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": env.int("FACTORY_SQLITE_BUSY_TIMEOUT_SECONDS", default=30),
     }
+# Persistent connections: a request or loop iteration reuses its thread's connection for
+# up to this many seconds instead of opening one (a PostgreSQL connection costs a backend
+# process; signed intake at 8 clients went from 63 to 298 admissions/s, docs/performance.md).
+# close_old_connections(), at every request and loop iteration, closes one that is older or
+# broken; the health check replaces one the server dropped before it is used. A
+# ?conn_max_age= in DATABASE_URL wins. 0 turns it off (a connection per request).
+_CONN_MAX_AGE = env.int("FACTORY_DB_CONN_MAX_AGE", default=60)
+if _CONN_MAX_AGE < 0:
+    raise ImproperlyConfigured(f"FACTORY_DB_CONN_MAX_AGE must be 0 or more seconds, not {_CONN_MAX_AGE}")
+DATABASES["default"].setdefault("CONN_MAX_AGE", _CONN_MAX_AGE)
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 if env.str("FACTORY_TEST_DB_NAME", default=""):
     # Lets two test runs share one PostgreSQL server without fighting over test_<name>.
     DATABASES["default"]["TEST"] = {"NAME": env.str("FACTORY_TEST_DB_NAME")}

@@ -51,7 +51,22 @@ def test_behind_a_tls_proxy_the_forwarded_proto_is_trusted_and_the_loopback_call
     )
 
 
+def conn_settings(**env) -> str:
+    return settings_value("[settings.DATABASES['default'].get(k) for k in ('CONN_MAX_AGE', 'CONN_HEALTH_CHECKS')]", **env)
+
+
+@pytest.mark.parametrize("url", ["sqlite:////tmp/x.sqlite3", "postgres://factory@127.0.0.1:5432/factory"])
+def test_database_connections_persist_for_a_minute_with_health_checks_by_default(url):
+    assert conn_settings(DATABASE_URL=url) == "[60, True]"
+
+
+def test_a_conn_max_age_of_0_opens_a_connection_per_request_and_the_url_wins():
+    assert conn_settings(DATABASE_URL="sqlite:////tmp/x.sqlite3", FACTORY_DB_CONN_MAX_AGE="0") == "[0, True]"
+    assert conn_settings(DATABASE_URL="postgres://f@127.0.0.1/f?conn_max_age=5", FACTORY_DB_CONN_MAX_AGE="300") == "[5, True]"
+
+
 @pytest.mark.parametrize(("name", "value", "message"), [
+    ("FACTORY_DB_CONN_MAX_AGE", "-1", "FACTORY_DB_CONN_MAX_AGE must be 0 or more seconds, not -1"),
     ("FACTORY_LOG_FORMAT", "xml", "FACTORY_LOG_FORMAT must be text or json, not 'xml'"),
     ("FACTORY_STATIC_STORAGE", "cdn", "FACTORY_STATIC_STORAGE must be manifest or finders, not 'cdn'"),
     ("DJANGO_ADMINS", "ops@example.org", "DJANGO_ADMINS is a list of Name:address pairs"),
