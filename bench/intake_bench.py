@@ -8,7 +8,7 @@ separate process on loopback (pre-signed bodies; it reports its own CPU) and pri
 table row per run.
 
     .venv/bin/python bench/intake_bench.py [--clients 8 32] [--requests 4000] [--duplicates 0 0.5]
-        [--database-url postgres://postgres@127.0.0.1:5432/bench_intake] [--no-sqlite] [--conn-max-age 60]
+        [--database-url postgres://postgres@127.0.0.1:5432/bench_intake] [--no-sqlite] [--conn-max-age 0]
 """
 
 import argparse
@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--duplicates", type=float, nargs="+", default=[0.0, 0.5])
     parser.add_argument("--database-url", help="a throw-away PostgreSQL database (dropped and recreated)")
-    parser.add_argument("--conn-max-age", type=int, help="serve with persistent database connections of this age (s)")
+    parser.add_argument("--conn-max-age", type=int, help="the served database connections' age in seconds (default: FACTORY_DB_CONN_MAX_AGE, 60; 0 opens one per request)")
     parser.add_argument("--no-sqlite", action="store_true", help="only the --database-url database")
     args = parser.parse_args()
     rows = []
