@@ -24,7 +24,7 @@ from .envelope import tick_envelope
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
 from .repair import future_limit, repair_future_slots
-from .state import Advance, advance_loops, due_states, ensure_synced, keyed_states, next_due_of, set_next_due
+from .state import Advance, DueState, advance_loops, due_states, ensure_synced, keyed_states, next_due_of, set_next_due
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +40,14 @@ class TickReport:
     admitted: bool
 
 
-def is_fresh(state: ScheduleState | None) -> bool:
+def is_fresh(state: ScheduleState | DueState | None) -> bool:
     """A loop that never fired, or was disabled since it last fired: it fires the current
     slot with no skips, because slots while disabled are not missed (docs/design.md §5)."""
     return state is None or not state.enabled or state.last_slot is None
 
 
 def due_ticks(
-    *, now: datetime, registry: Registry, states: dict[str, ScheduleState], names: list[str] | None = None,
+    *, now: datetime, registry: Registry, states: dict[str, ScheduleState] | dict[str, DueState], names: list[str] | None = None,
 ) -> list[tuple[Loop, DueSlot, bool]]:
     """What an iteration at ``now`` would fire: ``(loop, due slot, fresh)`` for enabled
     interval and time-of-day loops (keyed loops fire per key, ``schedules.keyed``), of
@@ -71,7 +71,7 @@ def due_ticks(
     return result
 
 
-def left_to_the_slot_loop(registry: Registry, states: dict[str, ScheduleState]) -> list[str]:
+def left_to_the_slot_loop(registry: Registry, states: dict[str, ScheduleState] | dict[str, DueState]) -> list[str]:
     """The enabled loops an iteration at a past instant (``schedule tick --at``) leaves alone, by name:
     a loop that never fired (or was re-enabled) fires its *current* slot, which only the slot
     loop knows, and keyed loops fire per key at the slot loop's instant (docs/schedules.md)."""
@@ -116,7 +116,7 @@ def emit_due_ticks(
     return reports + _admit_ticks(_due_from(states, now, registry), registry, now, renew)
 
 
-def _due_from(states: dict[str, ScheduleState], instant: datetime, registry: Registry) -> list[tuple[Loop, DueSlot, bool]]:
+def _due_from(states: dict[str, DueState], instant: datetime, registry: Registry) -> list[tuple[Loop, DueSlot, bool]]:
     """The due ticks of the fetched ``states`` at ``instant``; a state fetched but found not
     due (its loop changed, or another process fired it) gets its ``next_due`` corrected."""
     # In loop-name order: the query's rows come in no order (it is shaped for its indexes),

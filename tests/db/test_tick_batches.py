@@ -4,6 +4,7 @@ a refused envelope journaled and the rest admitted, a crash between chunks losin
 from unittest import mock
 
 import pytest
+from django.db import transaction
 
 from lib.slots import DueSlot
 from runtime.models import Door, Event, JournalEntry
@@ -145,3 +146,39 @@ def test_an_idle_iteration_makes_the_same_named_statements_at_10_and_1000_loops(
         "SELECT schedules_keyedschedule",  # keyed rows to repair
     ]
     assert few[1] == many[1]
+
+
+def stored(model, **filters) -> dict:
+    """A row's columns as read back, less the generated id and the links that name ids."""
+    row = model.objects.filter(**filters).values().get()
+    return {k: v for k, v in row.items() if k not in {"id", "event_id"}}
+
+
+def test_a_batch_admission_stores_the_rows_a_single_admission_stores():
+    """``admit_batch`` builds column values without model instances; the event and its
+    journal entry read back exactly as ``admit_event``'s (admitted once each way, the first
+    rolled back)."""
+    registry = get_registry()
+    now = at("2026-11-30T21:07:00.250Z")
+    envelope = tick_envelope(registry.loops["heartbeat"], DueSlot(at("2026-11-30T21:05:00Z"), 1))
+
+    class RolledBack(Exception):
+        pass
+
+    with pytest.raises(RolledBack), transaction.atomic():
+        admit_event(envelope, door=Door.SCHEDULE, now=now, registry=registry)
+        single = (stored(Event, uid=envelope["eventId"]), stored(JournalEntry, action="event_admitted"))
+        raise RolledBack
+    batch = admit_batch([envelope], door=Door.SCHEDULE, now=now, registry=registry, validate=False)
+    assert list(batch.admitted) == [envelope["eventId"]]
+    batched = (stored(Event, uid=envelope["eventId"]), stored(JournalEntry, action="event_admitted"))
+    assert batched == single
+    assert (batched[0]["slot"], batched[0]["loop"], batched[0]["admitted_at"], batched[1]["actor"]) == (
+        at("2026-11-30T21:05:00Z"), "heartbeat", now, "schedule",
+    )
+
+
+def test_the_batch_insert_names_every_event_column():
+    from runtime.services.admission import EVENT_COLUMNS
+
+    assert sorted(EVENT_COLUMNS) == sorted(f.column for f in Event._meta.concrete_fields if not f.primary_key)
