@@ -14,6 +14,7 @@ first registry), so a request does not walk the registry directory.
 """
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -31,11 +32,17 @@ logger = logging.getLogger(__name__)
 CHANGE_CHECK_SECONDS = 1.0
 
 
-def watched_files(registry_dir: Path, config_dir: Path) -> list[Path]:
-    """The files whose change triggers a reload: the kernel and the overlay files."""
-    paths = sorted(registry_dir.rglob("*.json"))
-    paths += [config_dir / "schedule.yaml", config_dir / "repos.yaml"]
-    return paths
+def watched_files(registry_dir: Path, config_dir: Path) -> list[str]:
+    """The files whose change triggers a reload, as paths: every ``*.json`` file under the
+    registry directory (sorted), then the overlay files. ``os.walk`` and plain strings, not
+    ``Path.rglob``: the slot loop looks every iteration, and pathlib's walk was most of an
+    idle iteration's time (docs/performance.md)."""
+    paths = []
+    for root, dirs, files in os.walk(registry_dir):
+        dirs.sort()
+        paths += [os.path.join(root, name) for name in files if name.endswith(".json")]
+    paths.sort()
+    return paths + [os.path.join(config_dir, "schedule.yaml"), os.path.join(config_dir, "repos.yaml")]
 
 
 class RegistryStore:
