@@ -20,11 +20,23 @@ from runtime.models import Door
 from runtime.registry import Loop, Registry
 from runtime.services.admission import admit_batch
 
+from .due_check import nothing_due
 from .envelope import tick_envelope
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
 from .repair import future_limit, repair_future_slots
-from .state import Advance, DueState, advance_loops, due_states, ensure_synced, keyed_states, next_due_of, set_next_due
+from .state import (
+    SYNC_NAME,
+    Advance,
+    DueState,
+    advance_loops,
+    due_states,
+    ensure_synced,
+    keyed_states,
+    loops_fingerprint,
+    next_due_of,
+    set_next_due,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +103,8 @@ def emit_due_ticks(
 ) -> list[TickReport]:
     """Admit every due tick at ``now``; returns the ticks fired (docs/design.md §5).
 
-    When the states were synced with other loops than ``registry``'s, ``sync_registry``
+    An idle iteration is one statement (``due_check.nothing_due``). Otherwise, when the
+    states were synced with other loops than ``registry``'s, ``sync_registry``
     first (disabled loops, first-seen loops, every ``next_due``: ``ensure_synced``); then one query reads the
     states due (``next_due``) and those to repair (a last slot in the future, a clock
     stepped back: ``schedules.repair``). Keyed loops apply their setting and clearing
@@ -105,8 +118,13 @@ def emit_due_ticks(
     that instant; the loops of ``left_to_the_slot_loop`` are not fired, and everything
     written — admissions, the states, the journal — is stamped ``now``, the real instant.
     """
+    future_after = future_limit(now)
+    if at is None and not keyed_loops(registry) and nothing_due(
+        sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now, future_after=future_after,
+    ):
+        return []
     ensure_synced(registry, now)
-    states = due_states(due_by=at or now, future_after=future_limit(now))
+    states = due_states(due_by=at or now, future_after=future_after)
     repair_future_slots(registry, states, now=now)
     if at is not None:
         left = set(left_to_the_slot_loop(registry, states))
