@@ -47,8 +47,10 @@ def entry(
         actor=actor,
         actor_name=actor_name,
         event_id=event_id,
-        proposal=proposal,
-        run=run,
+        # Ids, not the objects: assigning a related object costs more than the rest of
+        # the entry (the batched planner builds thousands); every caller passes saved rows.
+        proposal_id=proposal.pk if proposal is not None else None,
+        run_id=run.pk if run is not None else None,
         data=data or {},
     )
 

@@ -28,8 +28,9 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
-from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
+from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal
 
+from .bulk_rows import insert_objects
 from .journal import record_many
 from .planning import (
     Decision,
@@ -152,12 +153,14 @@ def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> No
     """Insert the chunk's proposals, runs and journal entries (one multi-row insert each, the
     journal in the order planning one at a time writes it) and set the events' outcomes."""
     proposing = [(event, decision) for event, decision in decided if decision.proposes]
-    proposals = Proposal.objects.bulk_create([new_proposal(event, decision, registry, now) for event, decision in proposing])
+    proposals = [new_proposal(event, decision, registry, now) for event, decision in proposing]
+    insert_objects(proposals, key="event_id")
     by_event = {proposal.event_id: proposal for proposal in proposals}
-    runs = Run.objects.bulk_create([
+    runs = [
         new_run(by_event[event.pk], actor=DOOR_ACTOR[Door(event.door)], approved_by=None, now=now)
         for event, decision in proposing if decision.outcome == PlanningOutcome.APPROVED
-    ])
+    ]
+    insert_objects(runs, key="proposal_id")
     run_of = {run.proposal_id: run for run in runs}
     entries = []
     for event, decision in decided:
