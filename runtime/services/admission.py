@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 
 from lib.instants import InstantError, format_instant, parse_instant
 from lib.json_schema import validator_for
@@ -23,7 +23,7 @@ from runtime.models import DOOR_ACTOR, Door, Event
 from runtime.registry import Registry, get_registry
 
 from .bulk_rows import recordset
-from .journal import entry, entry_values, record_values
+from .journal import entry_values, record_values
 
 logger = logging.getLogger(__name__)
 
@@ -165,18 +165,6 @@ def _event_row(envelope: dict, door: Door, now: datetime) -> Event:
     )
 
 
-def _admitted_entry(event: Event, envelope: dict, door: Door, now: datetime):
-    """The ``event_admitted`` journal entry of ``event`` (unsaved)."""
-    return entry(
-        "event_admitted",
-        DOOR_ACTOR[door],
-        at=now,
-        event=event,
-        data={"eventId": event.uid, "type": event.type, "source": event.source, "door": door.value,
-              **_bridge_job(envelope, door)},
-    )
-
-
 @dataclass
 class BatchAdmission:
     """What ``admit_batch`` did: ``admitted`` maps each inserted eventId to its new
@@ -295,30 +283,29 @@ def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | Non
 
     Returns an ``Admission``; a known eventId is a duplicate (the first stays; differing
     content is logged as a warning). Raises ``AdmissionRefused`` with every error found.
-    Ticks (door ``schedule``) record their loop, key and slot from the payload.
+    Ticks (door ``schedule``) record their loop, key and slot from the payload. The insert
+    is ``admit_batch``'s of one envelope (one statement for the event, one for its journal
+    entry): the signed doors make one per request.
     """
     registry = registry or get_registry()
     errors = validate_envelope(envelope, door=door, registry=registry)
     if errors:
         raise AdmissionRefused(errors)
     event_id = envelope["eventId"]
-    try:
-        with transaction.atomic():
-            event = _event_row(envelope, door, now)
-            event.save(force_insert=True)
-            _admitted_entry(event, envelope, door, now).save(force_insert=True)
-    except IntegrityError:
-        existing = Event.objects.filter(uid=event_id).first()
-        if existing is None:
-            raise
-        if canonical_json(existing.envelope()) != canonical_json(_normalised(envelope)):
-            logger.warning(
-                "duplicate eventId %s with different content; the first admission stands",
-                event_id,
-                extra={"action": "duplicate_differs", "eventId": event_id, "door": door.value},
-            )
-        return Admission(admitted=False, duplicate=True, event_id=event_id, event=existing)
-    return Admission(admitted=True, duplicate=False, event_id=event_id, event=event)
+    with transaction.atomic():
+        batch = admit_batch([envelope], door=door, now=now, registry=registry, validate=False)
+    if event_id in batch.admitted:
+        event = _event_row(envelope, door, now)
+        event.pk, event._state.adding = batch.admitted[event_id], False
+        return Admission(admitted=True, duplicate=False, event_id=event_id, event=event)
+    existing = Event.objects.get(uid=event_id)
+    if canonical_json(existing.envelope()) != canonical_json(_normalised(envelope)):
+        logger.warning(
+            "duplicate eventId %s with different content; the first admission stands",
+            event_id,
+            extra={"action": "duplicate_differs", "eventId": event_id, "door": door.value},
+        )
+    return Admission(admitted=False, duplicate=True, event_id=event_id, event=existing)
 
 
 def _normalised(envelope: dict) -> dict:
