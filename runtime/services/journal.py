@@ -3,7 +3,6 @@
 import functools
 import json
 import sqlite3
-from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import connection
@@ -12,7 +11,7 @@ from runtime.models import Actor, Event, JournalEntry, Proposal, Run
 
 from .bulk_rows import recordset
 
-#: Most entries one ``INSERT … VALUES`` of ``record_many`` carries: 8 parameters a row
+#: Most entries one ``INSERT … VALUES`` of ``record_values`` carries: 8 parameters a row
 #: keeps a statement at 8,000, under SQLite's 32,766 and PostgreSQL's 65,535.
 INSERT_ROWS = 1000
 
@@ -28,19 +27,12 @@ def entry(
     run: Run | None = None,
     data: dict | None = None,
 ) -> JournalEntry:
-    """One unsaved entry, for ``record_many``; the arguments are ``record``'s.
+    """One unsaved entry; the arguments are ``record``'s (``entry_row`` gives its row instead).
 
     The entry links the event of the run or proposal when ``event`` is not given, so a
     correlation's whole story can be read from the journal alone.
     """
-    if event is not None:
-        event_id = event.pk
-    elif run is not None:
-        event_id = run.event_id
-    elif proposal is not None:
-        event_id = proposal.event_id
-    else:
-        event_id = None
+    event_id = _event_id(event, proposal, run)
     return JournalEntry(
         at=at,
         action=action,
@@ -55,24 +47,43 @@ def entry(
     )
 
 
+def entry_row(
+    action: str,
+    actor: Actor | str,
+    *,
+    at: datetime,
+    actor_name: str = "",
+    event: Event | None = None,
+    proposal: Proposal | None = None,
+    run: Run | None = None,
+    data: dict | None = None,
+) -> tuple:
+    """``entry``'s entry as the row ``record_values`` writes, without building a model
+    instance: what the batched planner journals thousands of (same arguments, same row)."""
+    return entry_values(
+        action, actor, at=at, actor_name=actor_name, event_id=_event_id(event, proposal, run),
+        proposal_id=proposal.pk if proposal is not None else None, run_id=run.pk if run is not None else None,
+        data=data,
+    )
+
+
+def _event_id(event: Event | None, proposal: Proposal | None, run: Run | None) -> int | None:
+    """The event an entry links: ``event``, else the run's or the proposal's."""
+    if event is not None:
+        return event.pk
+    if run is not None:
+        return run.event_id
+    if proposal is not None:
+        return proposal.event_id
+    return None
+
+
 def record(action: str, actor: Actor | str, *, at: datetime, **links) -> JournalEntry:
     """Append one entry (``entry``'s arguments); call inside the transaction that makes the
     change it records."""
     made = entry(action, actor, at=at, **links)
     made.save(force_insert=True)
     return made
-
-
-def record_many(entries: Iterable[JournalEntry]) -> int:
-    """Append many entries built by ``entry`` (the batched paths of planning) with
-    ``record_values``; returns how many were written."""
-    return record_values([
-        entry_values(
-            made.action, made.actor, at=made.at, actor_name=made.actor_name, event_id=made.event_id,
-            proposal_id=made.proposal_id, run_id=made.run_id, data=made.data,
-        )
-        for made in entries
-    ])
 
 
 def entry_values(

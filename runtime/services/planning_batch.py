@@ -31,7 +31,7 @@ from django.db import IntegrityError, transaction
 from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal
 
 from .bulk_rows import insert_objects
-from .journal import record_many
+from .journal import entry_row, record_values
 from .planning import (
     Decision,
     decide,
@@ -165,13 +165,13 @@ def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> No
     entries = []
     for event, decision in decided:
         if not decision.proposes:
-            entries.append(ended_entry(event, decision, now))
+            entries.append(ended_entry(event, decision, now, build=entry_row))
             continue
         proposal = by_event[event.pk]
-        entries.append(proposal_entry(event, proposal, decision, now))
+        entries.append(proposal_entry(event, proposal, decision, now, build=entry_row))
         if proposal.pk in run_of:
-            entries.append(run_queued_entry(run_of[proposal.pk], now=now))
-    record_many(entries)
+            entries.append(run_queued_entry(run_of[proposal.pk], now=now, build=entry_row))
+    record_values(entries)
     groups: dict[tuple[str, str], list[int]] = {}
     for event, decision in decided:
         groups.setdefault((decision.outcome, decision.reason), []).append(event.pk)
