@@ -102,8 +102,12 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
     quote = connection.ops.quote_name
     # The row is a heartbeat rewritten every second: on PostgreSQL its commit does not
     # wait for the WAL to reach the disk (a crash loses at most its last second, which
-    # the next iteration rewrites); that wait was most of an idle iteration.
-    relaxed = " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed" if connection.vendor == "postgresql" else ""
+    # the next iteration rewrites); that wait was most of an idle iteration. Only as a
+    # statement of its own: inside a transaction the setting would cover its other writes.
+    relaxed = (
+        " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed"
+        if connection.vendor == "postgresql" and not connection.in_atomic_block else ""
+    )
     sql = (
         f"UPDATE {quote(SlotLoopStatus._meta.db_table)} SET {', '.join(f'{quote(c)} = %s' for c in values)}"
         f"{relaxed} WHERE {quote('name')} = %s"
