@@ -74,4 +74,3 @@ def test_json_rows_names_each_value_by_column_and_refuses_what_json_cannot_hold(
     )
     with pytest.raises(TypeError, match="set is not a row value"):
         json_rows(["a"], [({1},)])
-
