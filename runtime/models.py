@@ -102,7 +102,8 @@ class Event(models.Model):
             # Plain b-trees: ``db_index`` on a CharField adds a second, pattern-ops index on
             # PostgreSQL for LIKE 'prefix%', which nothing asks of these columns, and every
             # admitted event paid for it (docs/performance.md).
-            models.Index(fields=["type"], name="event_type_idx"),
+            # (type, id): the keyed loops read a type's events past their cursor, by id.
+            models.Index(fields=["type", "id"], name="event_type_idx"),
             models.Index(fields=["correlation_id"], name="event_correlation_idx"),
             # The planner's queue: admitted events not planned yet, in admission order.
             models.Index(fields=["id"], condition=Q(planned_at__isnull=True), name="event_unplanned_idx"),

@@ -119,8 +119,9 @@ def emit_due_ticks(
     written — admissions, the states, the journal — is stamped ``now``, the real instant.
     """
     future_after = future_limit(now)
-    if at is None and not keyed_loops(registry) and nothing_due(
+    if at is None and nothing_due(
         sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now, future_after=future_after,
+        keyed=tuple(keyed_loops(registry)),
     ):
         return []
     ensure_synced(registry, now)

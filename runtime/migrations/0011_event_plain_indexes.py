@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='event',
-            index=models.Index(fields=['type'], name='event_type_idx'),
+            index=models.Index(fields=['type', 'id'], name='event_type_idx'),
         ),
         migrations.AddIndex(
             model_name='event',

@@ -209,3 +209,57 @@ def test_the_idle_check_answers_nothing_due_only_when_nothing_is(registry_files,
         )
     answer = nothing_due(sync_name=sync.name, fingerprint=fingerprint, due_by=now, future_after=at("2026-11-30T21:07:40Z"))
     assert answer is (case == "idle")
+
+
+KERNEL_KEYED_WORK = ["idle", "no state row", "enabled but marked disabled", "an event past the cursor", "a row due"]
+
+
+@pytest.mark.parametrize("case", KERNEL_KEYED_WORK)
+def test_the_idle_check_sees_the_keyed_loops_work(registry_files, case):
+    """With the kernel's keyed loop (customer-digest), enabled in the overlay: the check says
+    idle only when its state is there and enabled, no setting or clearing event lies past
+    its cursor and none of its rows is due."""
+    from schedules.due_check import nothing_due
+    from schedules.models import KeyedSchedule, ScheduleSync
+    from schedules.state import SYNC_NAME, loops_fingerprint
+    from schedules.ticks import keyed_loops
+
+    registry_files.write_config("schedule.yaml", "schedules:\n  customer-digest:\n    enabled: true\n")
+    registry = get_registry()
+    tick("2026-11-30T21:06:00Z")
+    now = at("2026-11-30T21:06:30Z")
+    if case == "no state row":
+        ScheduleState.objects.filter(loop="customer-digest").delete()
+    elif case == "enabled but marked disabled":
+        ScheduleState.objects.filter(loop="customer-digest").update(enabled=False)
+    elif case == "an event past the cursor":
+        inject_event = {"customer": "c-1", "at": "09:00", "timezone": "Europe/Berlin"}
+        from tests.helpers import inject
+
+        inject("digest-1", "customer.digest-time.chosen", inject_event)
+    elif case == "a row due":
+        KeyedSchedule.objects.create(
+            loop="customer-digest", key="c-2", rule="at", at="09:00", timezone="Europe/Berlin",
+            next_due=at("2026-11-30T21:06:00Z"), set_by="evt-2", recorded_at=now,
+        )
+    assert ScheduleSync.objects.get().fingerprint == loops_fingerprint(registry)
+    answer = nothing_due(
+        sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
+        future_after=at("2026-11-30T21:06:40Z"), keyed=tuple(keyed_loops(registry)),
+    )
+    assert answer is (case == "idle")
+
+
+def test_an_idle_iteration_with_the_kernels_keyed_loop_is_still_three_statements(registry_files):
+    registry_files.write_config("schedule.yaml", "schedules:\n  customer-digest:\n    enabled: true\n")
+    tick("2026-11-30T21:06:00Z")
+    iterate(now=at("2026-11-30T21:06:01Z"))
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as iteration:
+        report = iterate(now=at("2026-11-30T21:06:02Z"))
+    assert (report.ticks, report.planned, report.published) == ([], 0, 0)
+    assert statement_names(iteration.captured_queries) == [
+        "SELECT schedules_schedulesync", "SELECT runtime_outboxentry", "UPDATE schedules_slotloopstatus",
+    ]
