@@ -18,12 +18,13 @@ from lib.instants import format_instant
 from lib.slots import DueSlot
 from runtime.models import Actor, Door, Event
 from runtime.registry import Loop, Registry
-from runtime.services.admission import admit_event
+from runtime.services.admission import AdmissionRefused, admit_batch, admit_event
 from runtime.services.journal import record
 from schedules.envelope import tick_envelope
 from schedules.models import KeyedEventApplied, KeyedSchedule, ScheduleState
 from schedules.state import advance_keyed_loop, move_keyed_cursor
 
+from .advance import advance_rows, delete_rows
 from .fold import ROW_FIELDS, KeyedValueError, Row, apply_setting, apply_tick, is_fresh_row, key_of, row_due_slots
 
 logger = logging.getLogger(__name__)
@@ -130,13 +131,62 @@ def emit_keyed_ticks(loop: Loop, state: ScheduleState, *, now: datetime, registr
     fired = []
     for page in due_pages(loop.name, now):
         with transaction.atomic():
-            for model in page:
-                fired += _fire_row(loop, state, Row.of(model), model.pk, now, registry)
+            fired += _fire_page(loop, state, page, now, registry)
             if fired:
                 last_id, last_due, _ = max(fired, key=lambda f: f[1].slot)
                 advance_keyed_loop(state, last_due.slot, last_id, now)
         if len(fired) >= TICKS_PER_ITERATION:
             break
+    return fired
+
+
+def _fire_page(loop: Loop, state: ScheduleState, page: list[KeyedSchedule], now: datetime, registry: Registry) -> list:
+    """Admit the due ticks of one page of rows, in the page's order, and advance (or delete)
+    the rows; call inside a transaction. A run of rows with one due slot each (nearly every
+    row) is admitted with one ``admit_batch`` and advanced with one compare-and-swap update
+    (``schedules.keyed.advance``); a row with several (catch-up) goes slot by slot."""
+    fired, single = [], []
+    for model in page:
+        row = Row.of(model)
+        slots = row_due_slots(
+            row, catch_up=loop.catch_up, fresh=is_fresh_row(row, state), now=now,
+            catchup_limit=settings.FACTORY_CATCHUP_LIMIT,
+        )
+        if len(slots) == 1:
+            single.append((model.pk, row, slots[0]))
+            continue
+        fired += _fire_singles(loop, single, now, registry)
+        single = []
+        fired += _fire_row(loop, state, row, model.pk, now, registry)
+    return fired + _fire_singles(loop, single, now, registry)
+
+
+def _fire_singles(loop: Loop, single: list[tuple[int, Row, DueSlot]], now: datetime, registry: Registry) -> list:
+    """Admit one tick per ``(pk, row, due slot)`` together and advance or delete the rows.
+    Each tick is validated as ``admit_event`` validates it (a keyed tick's key varies);
+    a refused one raises ``AdmissionRefused`` as ``admit_event`` would."""
+    if not single:
+        return []
+    envelopes = [tick_envelope(loop, due, key=row.key, cadence_seconds=row.every_seconds) for _, row, due in single]
+    batch = admit_batch(envelopes, door=Door.SCHEDULE, now=now, registry=registry)
+    if batch.refused:
+        raise AdmissionRefused(next(iter(batch.refused.values())))
+    fired, advanced, once = [], [], []
+    for (pk, row, due), envelope in zip(single, envelopes, strict=True):
+        after = apply_tick(row, due.slot, envelope["eventId"], now)
+        if after is None:
+            once.append((pk, row))
+        elif after != row:
+            advanced.append((pk, row, after))
+        admitted = envelope["eventId"] in batch.admitted
+        fired.append((envelope["eventId"], due, admitted))
+        if admitted and due.skipped_slots:
+            logger.warning(
+                "loop %s key %s fired slot %s (%s skipped)", loop.name, row.key, envelope["payload"]["slot"],
+                due.skipped_slots, extra={"action": "tick_admitted", "loop": loop.name, "skippedSlots": due.skipped_slots},
+            )
+    advance_rows(advanced)
+    delete_rows(once)
     return fired
 
 
