@@ -263,3 +263,23 @@ def test_an_idle_iteration_with_the_kernels_keyed_loop_is_still_three_statements
     assert statement_names(iteration.captured_queries) == [
         "SELECT schedules_schedulesync", "SELECT runtime_outboxentry", "UPDATE schedules_slotloopstatus",
     ]
+
+
+def test_each_chunk_of_a_burst_is_stamped_when_it_is_admitted(registry_files, monkeypatch):
+    """A tick's admittedAt (and its loop's last tick) is its chunk's instant: the burst's
+    ``now`` plus the time the burst took before the chunk, not the instant it began."""
+    import types
+
+    names = five_loops(registry_files)
+    monkeypatch.setattr(ticks, "CHUNK", 2)
+    clock = iter([100.0, 101.5, 103.0])  # the burst's start, then before chunks 2 and 3
+    monkeypatch.setattr(ticks, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+    tick("2026-11-30T21:07:00.500Z")
+    stamps = [
+        Event.objects.get(uid=f"clock:{name}:{SLOT}").admitted_at for name in names
+    ]
+    first, second, third = at("2026-11-30T21:07:00.500Z"), at("2026-11-30T21:07:02Z"), at("2026-11-30T21:07:03.500Z")
+    assert stamps == [first, first, second, second, third]
+    assert [s.last_tick_at for s in ScheduleState.objects.filter(loop__in=names).order_by("loop")] == stamps
+    assert [e.at for e in JournalEntry.objects.filter(action="event_admitted", data__eventId__in=[
+        f"clock:{name}:{SLOT}" for name in names]).order_by("id")] == stamps
