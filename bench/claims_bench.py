@@ -30,6 +30,7 @@ then SIGKILL after 30 s) on every exit path, Ctrl-C included; every wait is boun
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -167,9 +168,9 @@ def plan_phase(count: int, children) -> float:
     return time.monotonic() - began
 
 
-def claim_phase(count: int, children) -> tuple[float, dict[str, int]]:
-    """Seconds from the commit of ``count`` queued runs to the last one finished, and the
-    runs' final statuses."""
+def claim_phase(count: int, children) -> tuple[float, float, dict[str, int]]:
+    """Seconds from the commit of ``count`` queued runs to the last one finished, the median
+    seconds a run took from its claim to its finish, and the runs' final statuses."""
     from django.db import transaction
     from django.db.models import Count
 
@@ -197,7 +198,8 @@ def claim_phase(count: int, children) -> tuple[float, dict[str, int]]:
         every=0.05,
     )
     seconds = time.monotonic() - began
-    return seconds, dict(Run.objects.values_list("status").annotate(n=Count("id")))
+    spans = [(f - c).total_seconds() for c, f in Run.objects.values_list("claimed_at", "finished_at") if c and f]
+    return seconds, statistics.median(spans), dict(Run.objects.values_list("status").annotate(n=Count("id")))
 
 
 def one(args: argparse.Namespace) -> dict:
@@ -226,7 +228,7 @@ def one(args: argparse.Namespace) -> dict:
             )
             time.sleep(2)  # past each slot loop's first iteration
             plan_seconds = plan_phase(args.events, children)
-            claim_seconds, statuses = claim_phase(args.runs, children)
+            claim_seconds, run_seconds, statuses = claim_phase(args.runs, children)
         finally:
             serve_env.stop_all(children)
     return {
@@ -237,6 +239,7 @@ def one(args: argparse.Namespace) -> dict:
         "planSeconds": plan_seconds,
         "runs": args.runs,
         "claimSeconds": claim_seconds,
+        "runSeconds": run_seconds,
         "statuses": statuses,
     }
 
@@ -260,6 +263,7 @@ def rows(results: list[dict]) -> list[list]:
                 f"{r['claimSeconds']:.2f}",
                 f"{finished:.1f}",
                 f"{finished / base_claim:.2f}",
+                f"{r['runSeconds']:.3f}",
                 " ".join(f"{k}:{v}" for k, v in others.items()) or "none",
             ]
         )
@@ -276,6 +280,7 @@ HEADERS = [
     "runs s",
     "runs/s finished",
     "× K=1",
+    "median claim → finish s",
     "runs not succeeded",
 ]
 

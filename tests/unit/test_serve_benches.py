@@ -43,6 +43,7 @@ def test_claims_bench_rows_give_rates_and_ratios_to_one_process():
             "planSeconds": 10.0,
             "runs": 200,
             "claimSeconds": 80.0,
+            "runSeconds": 0.2444,
             "statuses": {"succeeded": 200},
         },
         {
@@ -51,12 +52,13 @@ def test_claims_bench_rows_give_rates_and_ratios_to_one_process():
             "planSeconds": 6.25,
             "runs": 200,
             "claimSeconds": 40.0,
+            "runSeconds": 0.31,
             "statuses": {"succeeded": 198, "failed": 2},
         },
     ]
     assert claims_bench.rows(results) == [
-        [1, 5000, "10.00", "500", "1.00", 200, "80.00", "2.5", "1.00", "none"],
-        [2, 5000, "6.25", "800", "1.60", 200, "40.00", "5.0", "2.00", "failed:2"],
+        [1, 5000, "10.00", "500", "1.00", 200, "80.00", "2.5", "1.00", "0.244", "none"],
+        [2, 5000, "6.25", "800", "1.60", 200, "40.00", "5.0", "2.00", "0.310", "failed:2"],
     ]
     assert len(claims_bench.rows(results)[0]) == len(claims_bench.HEADERS)
 
