@@ -12,8 +12,9 @@ inject door (``admit_batch`` in chunks of 5,000, one transaction each; per-envel
 validation skipped — the planner validates each event's input anyway) and tops the
 backlog up to ``--backlog`` unplanned events, no chunk begun later than 1.5 s before S;
 then it stops writing.
-From S it polls the database every 50 ms until every tick of S is admitted (at most
-120 s), then for ``--after`` seconds more, and reports:
+From S it counts the slot's ticks every 50 ms until every one is admitted (at most
+120 s), the backlog only at S, then and ``--after`` seconds later (counting 50,000 rows 20
+times a second would load the database it measures), and reports:
 
 - ``admitted_at − S``: the last tick's ``admitted_at`` (the database's clock) minus the
   slot start: issue 12's figure;
@@ -194,16 +195,19 @@ def one(args: argparse.Namespace) -> dict:
             while time.time() < start - QUIET_SECONDS:
                 backlog.admit(args.backlog - waiting(), until=start - QUIET_SECONDS)
                 time.sleep(0.2)
+            newest = Event.objects.aggregate(newest=Max("id"))["newest"] or 0
             time.sleep(max(0.0, start - time.time()))
-            of_slot = ticks.filter(slot=slot)
-            polls, seen_at = [], None
-            while True:
-                polls.append((time.time(), of_slot.count(), waiting()))
-                if seen_at is None and polls[-1][1] >= args.loops:
-                    seen_at = polls[-1][0]
-                if (seen_at is not None and time.time() >= seen_at + args.after) or time.time() > start + BURST_TIMEOUT:
-                    break
+            # Only rows after the backlog's: a cheap count on the primary key, 20 times a second.
+            of_slot = ticks.filter(id__gt=newest, slot=slot)
+            polls = [(time.time(), of_slot.count(), waiting())]
+            while polls[-1][1] < args.loops and time.time() < start + BURST_TIMEOUT:
                 time.sleep(POLL_SECONDS)
+                seen = of_slot.count()
+                if seen >= args.loops:
+                    polls.append((time.time(), seen, waiting()))
+            if polls[-1][1] >= args.loops:
+                time.sleep(args.after)
+            polls.append((time.time(), of_slot.count(), waiting()))
             admitted = of_slot.aggregate(first=Min("admitted_at"), last=Max("admitted_at"))
         finally:
             serve_env.stop_all([server])
