@@ -296,4 +296,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        # The child (and so its runserve processes, which die with it) is stopped already.
+        raise SystemExit("interrupted") from None
