@@ -10,8 +10,8 @@ admitted and planned, the measured slot S is the next minute boundary at least `
 seconds away. From S − ``--lead`` this process admits ``--backlog`` events through the
 inject door (``admit_batch`` in chunks of 5,000, one transaction each; per-envelope
 validation skipped — the planner validates each event's input anyway) and tops the
-backlog up to ``--backlog`` unplanned events, no chunk begun later than 1.5 s before S;
-then it stops writing.
+backlog up — ``--backlog`` unplanned events, plus what the planner will drain before S at
+the rate it shows — no chunk begun later than 1.5 s before S; then it stops writing.
 From S it counts the slot's ticks every 50 ms until every one is admitted (at most
 120 s), the backlog only at S, then and ``--after`` seconds later (counting 50,000 rows 20
 times a second would load the database it measures), and reports:
@@ -106,6 +106,14 @@ def summarize(polls: list[tuple[float, int, int]], *, loops: int, slot_start: fl
     }
 
 
+def top_up(backlog: int, left: int, rate: float, seconds_to_start: float) -> int:
+    """How many events to admit now so that about ``backlog`` are still unplanned at the slot
+    start, with ``left`` unplanned now, planned at ``rate`` a second, and the last top-up
+    at most ``QUIET_SECONDS`` and one 0.2 s look before the start. Pure."""
+    drained = max(0.0, rate) * min(seconds_to_start, QUIET_SECONDS + 0.2)
+    return max(0, round(backlog + drained) - left)
+
+
 def build_registry(root: Path, loops: int) -> tuple[Path, Path]:
     registry_dir, config_dir = root / "registry", root / "config"
     shutil.copytree(bench_env.BASE_DIR / "registry", registry_dir)
@@ -192,9 +200,13 @@ def one(args: argparse.Namespace) -> dict:
             time.sleep(max(0.0, start - args.lead - time.time()))
             backlog = Backlog()
             backlog.admit(args.backlog, until=start - QUIET_SECONDS)
+            seen = (time.time(), waiting(), backlog.admitted)
             while time.time() < start - QUIET_SECONDS:
-                backlog.admit(args.backlog - waiting(), until=start - QUIET_SECONDS)
                 time.sleep(0.2)
+                now, left = time.time(), waiting()
+                rate = (seen[1] + backlog.admitted - seen[2] - left) / (now - seen[0])
+                backlog.admit(top_up(args.backlog, left, rate, start - now), until=start - QUIET_SECONDS)
+                seen = (now, left, backlog.admitted)
             newest = Event.objects.aggregate(newest=Max("id"))["newest"] or 0
             time.sleep(max(0.0, start - time.time()))
             # Only rows after the backlog's: a cheap count on the primary key, 20 times a second.
