@@ -17,10 +17,12 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import DatabaseError, close_old_connections, connections
+from django.db import DatabaseError, close_old_connections, connection, connections
+from django.db.models import DateTimeField
 
 from runtime import clock
 from runtime.registry import store
+from runtime.services.backlog import backlog
 from runtime.services.outbox import publish_outbox
 from runtime.services.planning import plan_pending
 from schedules.emitter import EmitterLease
@@ -45,6 +47,8 @@ def iterate(
 ) -> IterationReport:
     """One iteration at ``now`` (the database's instant): reload a changed registry, admit due
     ticks (unless ``ticks`` is False: the tick thread does), publish the outbox, plan events.
+    The outbox and planning phases run only when ``runtime.services.backlog`` says they
+    have work, so an idle iteration is a few precompiled statements (docs/performance.md).
 
     ``at``, a past instant (``schedule tick --at``), only decides which slots are due
     (``schedules.ticks.emit_due_ticks``): publication and planning happen at ``now``, so
@@ -54,8 +58,10 @@ def iterate(
     store.refresh()
     registry = store.current()
     fired = emit_due_ticks(now=now, registry=registry, at=at) if ticks else []
-    published = publish_outbox(now=now, registry=registry)
-    planned = plan_in_steps(now=now, registry=registry)
+    waiting = backlog()
+    published = publish_outbox(now=now, registry=registry) if waiting.outbox else 0
+    # Published chain events are planned in the same iteration, as before the check.
+    planned = plan_in_steps(now=now, registry=registry) if waiting.events or published else 0
     if record_status:
         record_iteration(now, seconds=time.monotonic() - started)
     return IterationReport(fired, planned, published)
@@ -88,11 +94,36 @@ def plan_in_steps(*, now: datetime, registry) -> int:
 
 def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
     """Write the ``SlotLoopStatus`` row the doctor's ``slotLoopStale`` reads; ``seconds``, when
-    given, is how long the completed iteration took (``/metrics``' iteration time)."""
-    defaults = {"last_iteration_at": now, "pid": os.getpid(), "host": socket.gethostname()}
+    given, is how long the completed iteration took (``/metrics``' iteration time). One
+    precompiled ``UPDATE`` (every iteration makes it); the row is created the first time."""
+    values = {"last_iteration_at": _INSTANT.get_db_prep_value(now, connection), "pid": os.getpid(), "host": _HOST}
+    if seconds is not None:
+        values["last_iteration_seconds"] = seconds
+    quote = connection.ops.quote_name
+    # The row is a heartbeat rewritten every second: on PostgreSQL its commit does not
+    # wait for the WAL to reach the disk (a crash loses at most its last second, which
+    # the next iteration rewrites); that wait was most of an idle iteration. Only as a
+    # statement of its own: inside a transaction the setting would cover its other writes.
+    relaxed = (
+        " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed"
+        if connection.vendor == "postgresql" and not connection.in_atomic_block else ""
+    )
+    sql = (
+        f"UPDATE {quote(SlotLoopStatus._meta.db_table)} SET {', '.join(f'{quote(c)} = %s' for c in values)}"
+        f"{relaxed} WHERE {quote('name')} = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*values.values(), LOOP_NAME])
+        if cursor.rowcount:
+            return
+    defaults = {"last_iteration_at": now, "pid": os.getpid(), "host": _HOST}
     if seconds is not None:
         defaults["last_iteration_seconds"] = seconds
     SlotLoopStatus.objects.update_or_create(name=LOOP_NAME, defaults=defaults)
+
+
+_INSTANT = DateTimeField()
+_HOST = socket.gethostname()
 
 
 def emit_once(lease: EmitterLease) -> list[TickReport] | None:

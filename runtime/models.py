@@ -79,11 +79,11 @@ class Event(models.Model):
 
     #: The envelope's ``eventId``. Not ``event_id``: in Django ``<fk>_id`` names a primary key.
     uid = models.CharField("event id", max_length=200, unique=True)
-    type = models.CharField(max_length=200, db_index=True)
+    type = models.CharField(max_length=200)
     source = models.CharField(max_length=100)
     subject = models.CharField(max_length=200)
     occurred_at = models.DateTimeField()
-    correlation_id = models.CharField(max_length=200, db_index=True)
+    correlation_id = models.CharField(max_length=200)
     causation_id = models.CharField(max_length=200, null=True, blank=True)
     payload = models.JSONField()
     door = models.CharField(max_length=16, choices=Door.choices)
@@ -99,6 +99,12 @@ class Event(models.Model):
     class Meta:
         ordering = ["-id"]
         indexes = [
+            # Plain b-trees: ``db_index`` on a CharField adds a second, pattern-ops index on
+            # PostgreSQL for LIKE 'prefix%', which nothing asks of these columns, and every
+            # admitted event paid for it (docs/performance.md).
+            # (type, id): the keyed loops read a type's events past their cursor, by id.
+            models.Index(fields=["type", "id"], name="event_type_idx"),
+            models.Index(fields=["correlation_id"], name="event_correlation_idx"),
             # The planner's queue: admitted events not planned yet, in admission order.
             models.Index(fields=["id"], condition=Q(planned_at__isnull=True), name="event_unplanned_idx"),
             # "Last tick of each loop" for the schedule views and the doctor.

@@ -27,6 +27,7 @@ from runtime.services.journal import record
 
 from .keyed.fold import Row
 from .models import KeyedRule, KeyedSchedule, ScheduleState
+from .state import DueState
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def future_last_slots(*, now: datetime) -> list[dict]:
     ]
 
 
-def repair_future_slots(registry: Registry, states: dict[str, ScheduleState], *, now: datetime) -> list[dict]:
+def repair_future_slots(registry: Registry, states: dict[str, DueState], *, now: datetime) -> list[dict]:
     """Repair every last slot in the future at ``now`` (``future_limit``) to the current slot;
     returns the journal data of each repair.
 

@@ -18,6 +18,7 @@ from django.db.models import DateTimeField, Q
 from lib.calendar import loop_rule
 from lib.json_text import canonical_json
 from runtime.registry import Loop, Registry
+from runtime.services.bulk_rows import recordset
 
 from .models import ScheduleState, ScheduleSync
 
@@ -37,7 +38,7 @@ def read_states() -> dict[str, ScheduleState]:
     return {state.loop: state for state in ScheduleState.objects.all()}
 
 
-def next_due_of(loop: Loop | None, state: ScheduleState, now: datetime) -> datetime | None:
+def next_due_of(loop: Loop | None, state: "ScheduleState | DueState", now: datetime) -> datetime | None:
     """When ``state``'s loop next has a slot to fire: the slot after its last fired one;
     ``now`` for a loop that never fired or is re-enabled (it fires fresh); None for a
     disabled, removed or keyed loop. Pure."""
@@ -99,14 +100,29 @@ def sync_registry(registry: Registry, now: datetime) -> None:
     set_next_due(changed)
 
 
-def due_states(*, due_by: datetime, future_after: datetime) -> dict[str, ScheduleState]:
+@dataclass(slots=True)
+class DueState:
+    """What tick emission reads of a loop's ``ScheduleState`` row (``due_states``): a plain
+    record, not a model instance — a burst reads thousands."""
+
+    pk: int
+    loop: str
+    enabled: bool
+    last_slot: datetime | None
+    next_due: datetime | None
+
+
+def due_states(*, due_by: datetime, future_after: datetime) -> dict[str, DueState]:
     """The states due at ``due_by`` and those whose last slot lies after ``future_after``
     (to repair, ``schedules.repair``), by loop name: one query on the two indexes."""
-    rows = ScheduleState.objects.filter(Q(next_due__lte=due_by) | Q(last_slot__gt=future_after)).order_by()
-    return {state.loop: state for state in rows}
+    rows = (
+        ScheduleState.objects.filter(Q(next_due__lte=due_by) | Q(last_slot__gt=future_after)).order_by()
+        .values_list("pk", "loop", "enabled", "last_slot", "next_due")
+    )
+    return {row[1]: DueState(*row) for row in rows}
 
 
-def set_next_due(states: list[ScheduleState]) -> None:
+def set_next_due(states: list[ScheduleState] | list[DueState]) -> None:
     """Store the ``next_due`` already set on ``states``: one ``UPDATE … FROM (VALUES …)``
     per ``UPDATE_ROWS`` rows (PostgreSQL; SQLite 3.33+)."""
     for first in range(0, len(states), UPDATE_ROWS):
@@ -181,7 +197,8 @@ def _advance_rows(advances: list[Advance], now: datetime) -> None:
 
 def _values_update(columns: list[str], rows: list[tuple], *, forward_only: bool, stamp: datetime | None = None) -> None:
     """``UPDATE schedulestate SET column = v.… FROM (VALUES (loop, value, …), …) AS v`` (on
-    PostgreSQL ``FROM unnest(loops, values, …)``) on the rows' loops; ``forward_only`` only where the last slot moves forward (``columns[0]``
+    PostgreSQL from ``json_populate_recordset`` of one JSON parameter: ``runtime.services.bulk_rows``)
+    on the rows' loops; ``forward_only`` only where the last slot moves forward (``columns[0]``
     is then ``last_slot``); ``stamp`` also sets ``last_tick_at``. Values are instants,
     text or null (``INSTANT_COLUMNS`` are instants)."""
     if not rows:
@@ -190,35 +207,29 @@ def _values_update(columns: list[str], rows: list[tuple], *, forward_only: bool,
     quote = connection.ops.quote_name
     table = quote(ScheduleState._meta.db_table)
     postgres = connection.vendor == "postgresql"
-    kinds = [c in INSTANT_COLUMNS for c in columns]
-    cast = ["CAST(%s AS timestamptz)" if postgres and is_instant else "%s" for is_instant in kinds]
-    row_sql = "(%s, " + ", ".join(cast) + ")"
-    params = []
-    assignments = [f"{quote(c)} = v.column{n + 2}" for n, c in enumerate(columns)]
+    if postgres:
+        source, params = recordset(ScheduleState._meta.db_table, ["loop", *columns], rows, "v")
+        picked = [f"v.{quote(c)}" for c in ["loop", *columns]]
+    else:
+        kinds = [c in INSTANT_COLUMNS for c in columns]
+        params, adapted = [], {}  # a batch shares a few instants: each is adapted once
+        for row in rows:
+            params.append(row[0])
+            for value, is_instant in zip(row[1:], kinds, strict=True):
+                if is_instant and value not in adapted:
+                    adapted[value] = instant.get_db_prep_value(value, connection)
+                params.append(adapted[value] if is_instant else value)
+        row_sql = "(" + ", ".join(["%s"] * (len(columns) + 1)) + ")"
+        source = f"(VALUES {', '.join([row_sql] * len(rows))}) AS v"
+        picked = [f"v.column{n + 1}" for n in range(len(columns) + 1)]
+    assignments = [f"{quote(c)} = {value}" for c, value in zip(columns, picked[1:], strict=True)]
     if stamp is not None:
-        assignments.append(f"{quote('last_tick_at')} = {'CAST(%s AS timestamptz)' if postgres else '%s'}")
-        params.append(instant.get_db_prep_value(stamp, connection))
-    adapted = {}  # a batch shares a few instants: each is adapted once
-    for row in rows:
-        params.append(row[0])
-        for value, is_instant in zip(row[1:], kinds, strict=True):
-            if is_instant and value not in adapted:
-                adapted[value] = instant.get_db_prep_value(value, connection)
-            params.append(adapted[value] if is_instant else value)
-    where = f"{table}.{quote('loop')} = v.column1"
+        assignments.append(f"{quote('last_tick_at')} = %s")
+        params.insert(0, instant.get_db_prep_value(stamp, connection))
+    where = f"{table}.{quote('loop')} = {picked[0]}"
     if forward_only:
         last = f"{table}.{quote('last_slot')}"
-        where += f" AND ({last} IS NULL OR {last} < v.column2)"
-    if postgres:
-        # One array per column (the driver splices each parameter into the text otherwise).
-        head, body = params[:1 if stamp is not None else 0], params[1 if stamp is not None else 0:]
-        width = len(columns) + 1
-        params = head + [body[n::width] for n in range(width)]
-        arrays = ", ".join(["%s::text[]"] + ["%s::timestamptz[]" if k else "%s::text[]" for k in kinds])
-        names = ", ".join(f"column{n + 1}" for n in range(width))
-        source = f"unnest({arrays}) AS v({names})"
-    else:
-        source = f"(VALUES {', '.join([row_sql] * len(rows))}) AS v"
+        where += f" AND ({last} IS NULL OR {last} < {picked[1]})"
     sql = f"UPDATE {table} SET {', '.join(assignments)} FROM {source} WHERE {where}"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

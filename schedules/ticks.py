@@ -20,11 +20,23 @@ from runtime.models import Door
 from runtime.registry import Loop, Registry
 from runtime.services.admission import admit_batch
 
+from .due_check import nothing_due
 from .envelope import tick_envelope
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
 from .repair import future_limit, repair_future_slots
-from .state import Advance, advance_loops, due_states, ensure_synced, keyed_states, next_due_of, set_next_due
+from .state import (
+    SYNC_NAME,
+    Advance,
+    DueState,
+    advance_loops,
+    due_states,
+    ensure_synced,
+    keyed_states,
+    loops_fingerprint,
+    next_due_of,
+    set_next_due,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +52,14 @@ class TickReport:
     admitted: bool
 
 
-def is_fresh(state: ScheduleState | None) -> bool:
+def is_fresh(state: ScheduleState | DueState | None) -> bool:
     """A loop that never fired, or was disabled since it last fired: it fires the current
     slot with no skips, because slots while disabled are not missed (docs/design.md §5)."""
     return state is None or not state.enabled or state.last_slot is None
 
 
 def due_ticks(
-    *, now: datetime, registry: Registry, states: dict[str, ScheduleState], names: list[str] | None = None,
+    *, now: datetime, registry: Registry, states: dict[str, ScheduleState] | dict[str, DueState], names: list[str] | None = None,
 ) -> list[tuple[Loop, DueSlot, bool]]:
     """What an iteration at ``now`` would fire: ``(loop, due slot, fresh)`` for enabled
     interval and time-of-day loops (keyed loops fire per key, ``schedules.keyed``), of
@@ -71,7 +83,7 @@ def due_ticks(
     return result
 
 
-def left_to_the_slot_loop(registry: Registry, states: dict[str, ScheduleState]) -> list[str]:
+def left_to_the_slot_loop(registry: Registry, states: dict[str, ScheduleState] | dict[str, DueState]) -> list[str]:
     """The enabled loops an iteration at a past instant (``schedule tick --at``) leaves alone, by name:
     a loop that never fired (or was re-enabled) fires its *current* slot, which only the slot
     loop knows, and keyed loops fire per key at the slot loop's instant (docs/schedules.md)."""
@@ -91,7 +103,8 @@ def emit_due_ticks(
 ) -> list[TickReport]:
     """Admit every due tick at ``now``; returns the ticks fired (docs/design.md §5).
 
-    When the states were synced with other loops than ``registry``'s, ``sync_registry``
+    An idle iteration is one statement (``due_check.nothing_due``). Otherwise, when the
+    states were synced with other loops than ``registry``'s, ``sync_registry``
     first (disabled loops, first-seen loops, every ``next_due``: ``ensure_synced``); then one query reads the
     states due (``next_due``) and those to repair (a last slot in the future, a clock
     stepped back: ``schedules.repair``). Keyed loops apply their setting and clearing
@@ -105,8 +118,14 @@ def emit_due_ticks(
     that instant; the loops of ``left_to_the_slot_loop`` are not fired, and everything
     written — admissions, the states, the journal — is stamped ``now``, the real instant.
     """
+    future_after = future_limit(now)
+    if at is None and nothing_due(
+        sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now, future_after=future_after,
+        keyed=tuple(keyed_loops(registry)),
+    ):
+        return []
     ensure_synced(registry, now)
-    states = due_states(due_by=at or now, future_after=future_limit(now))
+    states = due_states(due_by=at or now, future_after=future_after)
     repair_future_slots(registry, states, now=now)
     if at is not None:
         left = set(left_to_the_slot_loop(registry, states))
@@ -116,7 +135,7 @@ def emit_due_ticks(
     return reports + _admit_ticks(_due_from(states, now, registry), registry, now, renew)
 
 
-def _due_from(states: dict[str, ScheduleState], instant: datetime, registry: Registry) -> list[tuple[Loop, DueSlot, bool]]:
+def _due_from(states: dict[str, DueState], instant: datetime, registry: Registry) -> list[tuple[Loop, DueSlot, bool]]:
     """The due ticks of the fetched ``states`` at ``instant``; a state fetched but found not
     due (its loop changed, or another process fired it) gets its ``next_due`` corrected."""
     # In loop-name order: the query's rows come in no order (it is shaped for its indexes),

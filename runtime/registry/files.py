@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,13 +197,14 @@ def _snapshot_file(path: Path) -> _File:
     return _File(is_file=path.is_file(), data=data)
 
 
-def snapshot(paths: list[Path]) -> tuple:
-    """A cheap fingerprint (path, mtime_ns, size) of files, to notice a change on disk."""
+def snapshot(paths: list[str]) -> tuple:
+    """A cheap fingerprint ``(path, mtime_ns, size)`` of files (``None, None`` for a missing
+    one), to notice a change on disk."""
     result = []
     for path in paths:
         try:
-            stat = path.stat()
-            result.append((str(path), stat.st_mtime_ns, stat.st_size))
+            stat = os.stat(path)
+            result.append((path, stat.st_mtime_ns, stat.st_size))
         except FileNotFoundError:
-            result.append((str(path), None, None))
+            result.append((path, None, None))
     return tuple(result)

@@ -13,8 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import JSONField
+from django.db import connection, transaction
 
 from lib.instants import InstantError, format_instant, parse_instant
 from lib.json_schema import validator_for
@@ -23,7 +22,8 @@ from lib.refusals import Refused
 from runtime.models import DOOR_ACTOR, Door, Event
 from runtime.registry import Registry, get_registry
 
-from .journal import entry, record_many
+from .bulk_rows import recordset
+from .journal import entry_values, record_values
 
 logger = logging.getLogger(__name__)
 
@@ -165,18 +165,6 @@ def _event_row(envelope: dict, door: Door, now: datetime) -> Event:
     )
 
 
-def _admitted_entry(event: Event, envelope: dict, door: Door, now: datetime):
-    """The ``event_admitted`` journal entry of ``event`` (unsaved)."""
-    return entry(
-        "event_admitted",
-        DOOR_ACTOR[door],
-        at=now,
-        event=event,
-        data={"eventId": event.uid, "type": event.type, "source": event.source, "door": door.value,
-              **_bridge_job(envelope, door)},
-    )
-
-
 @dataclass
 class BatchAdmission:
     """What ``admit_batch`` did: ``admitted`` maps each inserted eventId to its new
@@ -196,10 +184,12 @@ def admit_batch(envelopes: list[dict], *, door: Door, now: datetime, registry: R
     One ``INSERT … ON CONFLICT (uid) DO NOTHING RETURNING id, uid`` per ``INSERT_ROWS``
     envelopes, so the rows this call inserted are known from the insert itself — never
     from a read-back, which another inserter's rows would fool — and one multi-row insert
-    of exactly their ``event_admitted`` entries. ``validate=False`` skips
-    ``validate_envelope``: only for ticks built from a registry that validated the loop's
-    sample tick at load (docs/design.md §3). A refused envelope is left out and reported;
-    the caller journals it. Duplicates are not compared with the stored content.
+    of exactly their ``event_admitted`` entries. Rows are built as column values, not
+    model instances (a burst of 10,000 ticks is one batch: docs/performance.md).
+    ``validate=False`` skips ``validate_envelope``: only for ticks built from a registry
+    that validated the loop's sample tick at load (docs/design.md §3). A refused envelope
+    is left out and reported; the caller journals it. Duplicates are not compared with the
+    stored content.
     """
     by_id, refused = {}, {}
     for position, envelope in enumerate(envelopes):
@@ -208,41 +198,59 @@ def admit_batch(envelopes: list[dict], *, door: Door, now: datetime, registry: R
             refused[position] = errors
         else:
             by_id.setdefault(envelope["eventId"], envelope)
-    rows = [_event_row(envelope, door, now) for envelope in by_id.values()]
+    postgres = connection.vendor == "postgresql"
+    rows = [_event_values(envelope, door, now, postgres) for envelope in by_id.values()]
     admitted = {}
     for first in range(0, len(rows), INSERT_ROWS):
-        admitted.update(_insert_new(rows[first:first + INSERT_ROWS]))
-    entries = []
-    for row in rows:
-        if row.uid in admitted:
-            row.pk = admitted[row.uid]
-            entries.append(_admitted_entry(row, by_id[row.uid], door, now))
-    record_many(entries)
+        admitted.update(_insert_new(rows[first:first + INSERT_ROWS], postgres))
+    actor = DOOR_ACTOR[door]
+    record_values([
+        entry_values("event_admitted", actor, at=now, event_id=admitted[event_id], data={
+            "eventId": event_id, "type": envelope["type"], "source": envelope["source"], "door": door.value,
+            **_bridge_job(envelope, door),
+        })
+        for event_id, envelope in by_id.items() if event_id in admitted
+    ])
     duplicates = set(by_id) - set(admitted)
     return BatchAdmission(admitted=admitted, duplicates=duplicates, refused=refused)
 
 
-def _insert_new(rows: list[Event]) -> dict[str, int]:
-    """Insert ``rows`` in one statement, skipping eventIds already stored; returns
-    ``{eventId: id}`` of the rows inserted (PostgreSQL, SQLite 3.35+)."""
+#: The columns ``admit_batch`` writes, in the order of ``_event_values``: every ``Event``
+#: column but the generated id (a test holds the two lists together).
+EVENT_COLUMNS = (
+    "uid", "type", "source", "subject", "occurred_at", "correlation_id", "causation_id", "payload", "door",
+    "admitted_at", "loop", "loop_key", "slot", "planned_at", "planning_outcome", "planning_reason",
+)
+
+
+def _event_values(envelope: dict, door: Door, now: datetime, postgres: bool) -> tuple:
+    """The new ``Event`` row of a valid ``envelope`` as ``EVENT_COLUMNS`` values in their
+    database form (what ``_event_row`` would store; on PostgreSQL the values of
+    ``bulk_rows.json_rows``): ticks record their loop, key and slot; not planned yet."""
+    payload = envelope["payload"]
+    tick = door == Door.SCHEDULE and "loop" in payload and "slot" in payload
+    return (
+        envelope["eventId"], envelope["type"], envelope["source"], envelope["subject"],
+        _stored_instant(envelope["occurredAt"], postgres), envelope["correlationId"], envelope.get("causationId"),
+        payload if postgres else json.dumps(payload), door.value, _adapted_instant(now, postgres),
+        payload["loop"] if tick else None, payload.get("key") if tick else None,
+        _stored_instant(payload["slot"], postgres) if tick else None, None, None, "",
+    )
+
+
+def _insert_new(rows: list[tuple], postgres: bool) -> dict[str, int]:
+    """Insert ``rows`` (``_event_values``) in one statement, skipping eventIds already
+    stored; returns ``{eventId: id}`` of the rows inserted (PostgreSQL, SQLite 3.35+)."""
     if not rows:
         return {}
-    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
-    postgres = connection.vendor == "postgresql"
-    table = [[_column_value(f, f.pre_save(row, add=True), postgres) for f in fields] for row in rows]
-    columns = ", ".join(quote(f.column) for f in fields)
+    columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
     if postgres:
-        # One array per column: 15 parameters a statement, not 15 a row, which the driver
-        # would otherwise splice into the statement's text one by one. JSON travels as text.
-        params = [list(column) for column in zip(*table, strict=True)]
-        names = [f"c{n}" for n in range(len(fields))]
-        arrays = ", ".join(f"%s::{'text' if isinstance(f, JSONField) else f.db_type(connection)}[]" for f in fields)
-        picked = ", ".join(f"{n}::jsonb" if isinstance(f, JSONField) else n for n, f in zip(names, fields, strict=True))
-        source = f"SELECT {picked} FROM unnest({arrays}) AS u({', '.join(names)})"
+        table, params = recordset(Event._meta.db_table, EVENT_COLUMNS, rows, "u")
+        source = f"SELECT {', '.join(f'u.{quote(column)}' for column in EVENT_COLUMNS)} FROM {table}"
     else:
-        params = [value for row in table for value in row]
-        placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        params = [value for row in rows for value in row]
+        placeholders = "(" + ", ".join(["%s"] * len(EVENT_COLUMNS)) + ")"
         source = f"VALUES {', '.join([placeholders] * len(rows))}"
     sql = (
         f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) {source} "
@@ -254,21 +262,20 @@ def _insert_new(rows: list[Event]) -> dict[str, int]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _adapted_instant(field, value: datetime):
-    """A field's database form of an instant, remembered: a batch shares a few (now, the slots)."""
-    return field.get_db_prep_save(value, connection)
+def _stored_instant(text: str, postgres: bool):
+    """An envelope's instant text in its database form, remembered: the ticks of a burst
+    share their slot and occurredAt."""
+    return _adapted_instant(parse_instant(text), postgres)
 
 
-def _column_value(field, value, postgres: bool):
-    """``value`` as ``_insert_new`` sends it: text and null as they are (in a JSON column,
-    JSON text on PostgreSQL, where the column's array is text), instants adapted once."""
-    if isinstance(field, JSONField):
-        return (json.dumps(value) if value is not None else None) if postgres else field.get_db_prep_save(value, connection)
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, datetime):
-        return _adapted_instant(field, value)
-    return field.get_db_prep_save(value, connection)
+@functools.lru_cache(maxsize=4096)
+def _adapted_instant(value: datetime, postgres: bool):
+    """An instant's database form (a ``DateTimeField``'s), remembered per backend: a batch
+    shares a few (now, the slots)."""
+    return _INSTANT.get_db_prep_save(value, connection)
+
+
+_INSTANT = Event._meta.get_field("admitted_at")
 
 
 def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | None = None) -> Admission:
@@ -276,30 +283,29 @@ def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | Non
 
     Returns an ``Admission``; a known eventId is a duplicate (the first stays; differing
     content is logged as a warning). Raises ``AdmissionRefused`` with every error found.
-    Ticks (door ``schedule``) record their loop, key and slot from the payload.
+    Ticks (door ``schedule``) record their loop, key and slot from the payload. The insert
+    is ``admit_batch``'s of one envelope (one statement for the event, one for its journal
+    entry): the signed doors make one per request.
     """
     registry = registry or get_registry()
     errors = validate_envelope(envelope, door=door, registry=registry)
     if errors:
         raise AdmissionRefused(errors)
     event_id = envelope["eventId"]
-    try:
-        with transaction.atomic():
-            event = _event_row(envelope, door, now)
-            event.save(force_insert=True)
-            _admitted_entry(event, envelope, door, now).save(force_insert=True)
-    except IntegrityError:
-        existing = Event.objects.filter(uid=event_id).first()
-        if existing is None:
-            raise
-        if canonical_json(existing.envelope()) != canonical_json(_normalised(envelope)):
-            logger.warning(
-                "duplicate eventId %s with different content; the first admission stands",
-                event_id,
-                extra={"action": "duplicate_differs", "eventId": event_id, "door": door.value},
-            )
-        return Admission(admitted=False, duplicate=True, event_id=event_id, event=existing)
-    return Admission(admitted=True, duplicate=False, event_id=event_id, event=event)
+    with transaction.atomic():
+        batch = admit_batch([envelope], door=door, now=now, registry=registry, validate=False)
+    if event_id in batch.admitted:
+        event = _event_row(envelope, door, now)
+        event.pk, event._state.adding = batch.admitted[event_id], False
+        return Admission(admitted=True, duplicate=False, event_id=event_id, event=event)
+    existing = Event.objects.get(uid=event_id)
+    if canonical_json(existing.envelope()) != canonical_json(_normalised(envelope)):
+        logger.warning(
+            "duplicate eventId %s with different content; the first admission stands",
+            event_id,
+            extra={"action": "duplicate_differs", "eventId": event_id, "door": door.value},
+        )
+    return Admission(admitted=False, duplicate=True, event_id=event_id, event=existing)
 
 
 def _normalised(envelope: dict) -> dict:

@@ -19,6 +19,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
+from lib.instants import format_instant
 from lib.json_schema import validator_for
 from lib.refusals import Refused
 from runtime.models import (
@@ -222,6 +223,23 @@ def _ended(outcome: PlanningOutcome, reason: str, data: dict | None = None) -> D
     return Decision(outcome, reason, data or {})
 
 
+def is_sample_shaped_tick(event: Event, loop: Loop | None) -> bool:
+    """A tick of ``loop`` (a loop of the registry in force, not keyed) whose payload is the
+    loop's sample tick but for its slot and skipped count: the registry validated that
+    sample against the target's input schema at load, so planning need not validate it
+    again — the rule admission applies to ticks (docs/design.md §3, §7). A tick admitted
+    under another payload, cadence or name is validated as any event."""
+    if loop is None or loop.keyed is not None or event.slot is None:
+        return False
+    payload = event.payload
+    skipped = payload.get("skippedSlots")
+    return (
+        type(skipped) is int and skipped >= 0 and payload.get("slot") == format_instant(event.slot)
+        and payload == {**loop.payload, "loop": loop.name, "slot": payload["slot"],
+                        "cadenceSeconds": loop.cadence_seconds, "skippedSlots": skipped}
+    )
+
+
 def decide(event: Event, registry: Registry, *, held: Callable[[str], bool],
            in_flight: Callable[[str], bool]) -> Decision:
     """The planner's rule for ``event`` (docs/design.md §7), in its order: type, loop, input
@@ -237,7 +255,7 @@ def decide(event: Event, registry: Registry, *, held: Callable[[str], bool],
     loop = registry.loops.get(event.loop) if event.is_tick else None
     if event.is_tick and loop is None:
         return _ended(PlanningOutcome.REFUSED, "unknown_loop", {"loop": event.loop})
-    if definition.input_schema is not None:
+    if definition.input_schema is not None and not is_sample_shaped_tick(event, loop):
         errors = [e.message for e in validator_for(definition.input_schema).iter_errors(event.payload)]
         if errors:
             return _ended(PlanningOutcome.REFUSED, "input_schema_violation", {"errors": errors[:10]})
@@ -282,11 +300,12 @@ def new_proposal(event: Event, decision: Decision, registry: Registry, now: date
     )
 
 
-def proposal_entry(event: Event, proposal: Proposal, decision: Decision, now: datetime):
+def proposal_entry(event: Event, proposal: Proposal, decision: Decision, now: datetime, *, build=entry):
     """The journal entry of a saved proposal: ``proposal_auto_approved`` by the door, or
-    ``proposal_created`` by ``system``."""
+    ``proposal_created`` by ``system``. ``build`` is ``journal.entry`` (an unsaved entry)
+    or ``journal.entry_row`` (its row, for ``record_values``)."""
     auto = decision.outcome == PlanningOutcome.APPROVED
-    return entry(
+    return build(
         "proposal_auto_approved" if auto else "proposal_created",
         DOOR_ACTOR[Door(event.door)] if auto else Actor.SYSTEM,
         at=now,
@@ -297,10 +316,11 @@ def proposal_entry(event: Event, proposal: Proposal, decision: Decision, now: da
     )
 
 
-def ended_entry(event: Event, decision: Decision, now: datetime):
-    """The journal entry of a NOOP (``event_noop``) or REFUSED (``event_refused``) decision."""
+def ended_entry(event: Event, decision: Decision, now: datetime, *, build=entry):
+    """The journal entry of a NOOP (``event_noop``) or REFUSED (``event_refused``) decision
+    (``build``: as ``proposal_entry``'s)."""
     action = {"NOOP": "event_noop", "REFUSED": "event_refused"}[decision.outcome]
-    return entry(action, Actor.SYSTEM, at=now, event=event, data={"reason": decision.reason, **(decision.data or {})})
+    return build(action, Actor.SYSTEM, at=now, event=event, data={"reason": decision.reason, **(decision.data or {})})
 
 
 def log_planned(event: Event, outcome: str, reason: str) -> None:

@@ -28,9 +28,10 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
-from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
+from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal
 
-from .journal import record_many
+from .bulk_rows import insert_objects
+from .journal import entry_row, record_values
 from .planning import (
     Decision,
     decide,
@@ -152,23 +153,25 @@ def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> No
     """Insert the chunk's proposals, runs and journal entries (one multi-row insert each, the
     journal in the order planning one at a time writes it) and set the events' outcomes."""
     proposing = [(event, decision) for event, decision in decided if decision.proposes]
-    proposals = Proposal.objects.bulk_create([new_proposal(event, decision, registry, now) for event, decision in proposing])
+    proposals = [new_proposal(event, decision, registry, now) for event, decision in proposing]
+    insert_objects(proposals, key="event_id")
     by_event = {proposal.event_id: proposal for proposal in proposals}
-    runs = Run.objects.bulk_create([
+    runs = [
         new_run(by_event[event.pk], actor=DOOR_ACTOR[Door(event.door)], approved_by=None, now=now)
         for event, decision in proposing if decision.outcome == PlanningOutcome.APPROVED
-    ])
+    ]
+    insert_objects(runs, key="proposal_id")
     run_of = {run.proposal_id: run for run in runs}
     entries = []
     for event, decision in decided:
         if not decision.proposes:
-            entries.append(ended_entry(event, decision, now))
+            entries.append(ended_entry(event, decision, now, build=entry_row))
             continue
         proposal = by_event[event.pk]
-        entries.append(proposal_entry(event, proposal, decision, now))
+        entries.append(proposal_entry(event, proposal, decision, now, build=entry_row))
         if proposal.pk in run_of:
-            entries.append(run_queued_entry(run_of[proposal.pk], now=now))
-    record_many(entries)
+            entries.append(run_queued_entry(run_of[proposal.pk], now=now, build=entry_row))
+    record_values(entries)
     groups: dict[tuple[str, str], list[int]] = {}
     for event, decision in decided:
         groups.setdefault((decision.outcome, decision.reason), []).append(event.pk)

@@ -53,9 +53,10 @@ def new_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> 
     )
 
 
-def run_queued_entry(run: Run, *, now: datetime):
-    """The unsaved ``run_queued`` journal entry of a saved run (by its actor, naming the approver)."""
-    return entry(
+def run_queued_entry(run: Run, *, now: datetime, build=entry):
+    """The unsaved ``run_queued`` journal entry of a saved run (by its actor, naming the
+    approver); ``build=journal.entry_row`` gives its row for ``record_values`` instead."""
+    return build(
         "run_queued",
         run.actor,
         at=now,

@@ -1,4 +1,4 @@
-"""``record_many`` writes the rows ``bulk_create`` would, in order and in chunks (docs/design.md §9)."""
+"""``record_values`` of ``entry_row``s writes the rows ``bulk_create`` of ``entry``s would, in order and in chunks (docs/design.md §9)."""
 
 from datetime import timedelta, timezone
 
@@ -7,7 +7,7 @@ from django.db import IntegrityError, connection, transaction
 
 from runtime.models import Actor, JournalEntry, Proposal, Run
 from runtime.services import journal
-from runtime.services.journal import entry, record_many
+from runtime.services.journal import entry, entry_row, record_values
 from runtime.services.planning import plan_event
 from tests.conftest import SHA, at
 from tests.helpers import inject
@@ -36,25 +36,25 @@ def _stored(ids):
         return cursor.fetchall()
 
 
-def _batch(event, proposal, run):
-    """Entries with every kind of link (none, event only, all three) and instants given in
-    other offsets and with microseconds."""
+def _batch(event, proposal, run, build=entry):
+    """Entries (``build``: ``entry`` or ``entry_row``) with every kind of link (none, event
+    only, all three) and instants given in other offsets and with microseconds."""
     berlin = timezone(timedelta(hours=1))
     return [
-        entry("note", Actor.SYSTEM, at=at("2026-11-30T10:00:00Z")),
-        entry("note", Actor.OPERATOR, actor_name="Zoë", at=at("2026-11-30T10:00:00.123456Z"), event=event, data=AWKWARD),
-        entry("run_queued", Actor.INJECT, at=at("2026-11-30T10:00:01Z").astimezone(berlin), run=run, data={"n": 1}),
-        entry("proposal_created", Actor.INJECT, at=at("2026-11-30T23:59:59.999999Z"), proposal=proposal, data={"ü": ["ß"]}),
+        build("note", Actor.SYSTEM, at=at("2026-11-30T10:00:00Z")),
+        build("note", Actor.OPERATOR, actor_name="Zoë", at=at("2026-11-30T10:00:00.123456Z"), event=event, data=AWKWARD),
+        build("run_queued", Actor.INJECT, at=at("2026-11-30T10:00:01Z").astimezone(berlin), run=run, data={"n": 1}),
+        build("proposal_created", Actor.INJECT, at=at("2026-11-30T23:59:59.999999Z"), proposal=proposal, data={"ü": ["ß"]}),
     ]
 
 
-def test_record_many_stores_exactly_what_bulk_create_stores():
+def test_entry_rows_store_exactly_what_bulk_create_of_entries_stores():
     event = inject("merge-1", "factory.merge.requested", MERGE).event
     plan_event(event.pk, now=at("2026-11-30T10:00:00Z"))
     proposal, run = Proposal.objects.get(event=event), Run.objects.get(proposal__event=event)
     before = JournalEntry.objects.order_by("-id").values_list("id", flat=True).first()
     by_orm = JournalEntry.objects.bulk_create(_batch(event, proposal, run))
-    assert record_many(_batch(event, proposal, run)) == 4
+    assert record_values(_batch(event, proposal, run, build=entry_row)) == 4
     written = list(JournalEntry.objects.filter(id__gt=by_orm[-1].pk).order_by("id").values_list("id", flat=True))
     assert len(written) == 4 and by_orm[0].pk > before
     assert _stored(written) == _stored([made.pk for made in by_orm])
@@ -67,23 +67,23 @@ def test_record_many_stores_exactly_what_bulk_create_stores():
     assert JournalEntry.objects.get(id=written[2]).at == at("2026-11-30T10:00:01Z")
 
 
-def test_record_many_writes_in_chunks_in_the_order_given(monkeypatch):
+def test_record_values_writes_in_chunks_in_the_order_given(monkeypatch):
     monkeypatch.setattr(journal, "INSERT_ROWS", 3)
-    made = [entry("note", Actor.SYSTEM, at=at("2026-11-30T10:00:00Z"), data={"n": n}) for n in range(7)]
-    assert record_many(iter(made)) == 7
+    made = [entry_row("note", Actor.SYSTEM, at=at("2026-11-30T10:00:00Z"), data={"n": n}) for n in range(7)]
+    assert record_values(made) == 7
     assert [row.data["n"] for row in JournalEntry.objects.order_by("id")] == list(range(7))
 
 
-def test_record_many_of_nothing_writes_nothing():
-    assert record_many([]) == 0
+def test_record_values_of_nothing_writes_nothing():
+    assert record_values([]) == 0
     assert JournalEntry.objects.count() == 0
 
 
 def test_a_refused_row_fails_its_whole_batch():
     made = [
-        entry("note", Actor.SYSTEM, at=at("2026-11-30T10:00:00Z")),
-        entry("note", Actor.OPERATOR, at=at("2026-11-30T10:00:00Z")),  # an operator must be named
+        entry_row("note", Actor.SYSTEM, at=at("2026-11-30T10:00:00Z")),
+        entry_row("note", Actor.OPERATOR, at=at("2026-11-30T10:00:00Z")),  # an operator must be named
     ]
     with pytest.raises(IntegrityError), transaction.atomic():
-        record_many(made)
+        record_values(made)
     assert JournalEntry.objects.count() == 0

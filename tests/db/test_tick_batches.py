@@ -4,8 +4,10 @@ a refused envelope journaled and the rest admitted, a crash between chunks losin
 from unittest import mock
 
 import pytest
+from django.db import transaction
 
 from lib.slots import DueSlot
+from ops.slot_loop import iterate
 from runtime.models import Door, Event, JournalEntry
 from runtime.registry import get_registry
 from runtime.services.admission import admit_batch, admit_event
@@ -114,8 +116,8 @@ def statement_names(queries) -> list[str]:
     return names
 
 
-def idle_statements(registry_files, count: int, minute: str) -> tuple[list[str], int]:
-    """The statements of ``emit_due_ticks`` and how many a whole iteration makes, nothing due, ``count``
+def idle_statements(registry_files, count: int, minute: str) -> tuple[list[str], list[str]]:
+    """The statements of ``emit_due_ticks`` and of a whole iteration, nothing due, ``count``
     one-minute loops all fired at ``minute`` (``2026-11-30T21:MM``)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -130,18 +132,134 @@ def idle_statements(registry_files, count: int, minute: str) -> tuple[list[str],
     Event.objects.update(planned_at=at(f"{minute}:00Z"), planning_outcome="NOOP")
     with CaptureQueriesContext(connection) as emission:
         assert ticks.emit_due_ticks(now=at(f"{minute}:02Z"), registry=get_registry()) == []
+    iterate(now=at(f"{minute}:02.500Z"))  # the first one creates the doctor's row
     with CaptureQueriesContext(connection) as iteration:
-        report = tick(f"{minute}:03Z")
+        report = iterate(now=at(f"{minute}:03Z"))
     assert (report.ticks, report.planned, report.published) == ([], 0, 0)
-    return statement_names(emission.captured_queries), len(iteration.captured_queries)
+    return statement_names(emission.captured_queries), statement_names(iteration.captured_queries)
 
 
 def test_an_idle_iteration_makes_the_same_named_statements_at_10_and_1000_loops(registry_files):
     few = idle_statements(registry_files, 10, "2026-11-30T21:06")
     many = idle_statements(registry_files, 1000, "2026-11-30T21:16")
-    assert few[0] == many[0] == [
-        "SELECT schedules_schedulesync",   # the loops synced with this registry?
-        "SELECT schedules_schedulestate",  # the due states, and those to repair
-        "SELECT schedules_keyedschedule",  # keyed rows to repair
+    # One statement: synced with this registry? any state due, or to repair? any keyed row to repair?
+    assert few[0] == many[0] == ["SELECT schedules_schedulesync"]
+    assert few[1] == many[1] == [
+        "SELECT schedules_schedulesync",    # the ticks' question, as above
+        "SELECT runtime_outboxentry",       # any outbox row pending? any event to plan?
+        "UPDATE schedules_slotloopstatus",  # the doctor's row
     ]
-    assert few[1] == many[1]
+
+
+def stored(model, **filters) -> dict:
+    """A row's columns as read back, less the generated id and the links that name ids."""
+    row = model.objects.filter(**filters).values().get()
+    return {k: v for k, v in row.items() if k not in {"id", "event_id"}}
+
+
+def test_a_batch_admission_stores_the_rows_a_single_admission_stores():
+    """``admit_batch`` builds column values without model instances; the event and its
+    journal entry read back exactly as ``admit_event``'s (admitted once each way, the first
+    rolled back)."""
+    registry = get_registry()
+    now = at("2026-11-30T21:07:00.250Z")
+    envelope = tick_envelope(registry.loops["heartbeat"], DueSlot(at("2026-11-30T21:05:00Z"), 1))
+
+    class RolledBack(Exception):
+        pass
+
+    with pytest.raises(RolledBack), transaction.atomic():
+        admit_event(envelope, door=Door.SCHEDULE, now=now, registry=registry)
+        single = (stored(Event, uid=envelope["eventId"]), stored(JournalEntry, action="event_admitted"))
+        raise RolledBack
+    batch = admit_batch([envelope], door=Door.SCHEDULE, now=now, registry=registry, validate=False)
+    assert list(batch.admitted) == [envelope["eventId"]]
+    batched = (stored(Event, uid=envelope["eventId"]), stored(JournalEntry, action="event_admitted"))
+    assert batched == single
+    assert (batched[0]["slot"], batched[0]["loop"], batched[0]["admitted_at"], batched[1]["actor"]) == (
+        at("2026-11-30T21:05:00Z"), "heartbeat", now, "schedule",
+    )
+
+
+def test_the_batch_insert_names_every_event_column():
+    from runtime.services.admission import EVENT_COLUMNS
+
+    assert sorted(EVENT_COLUMNS) == sorted(f.column for f in Event._meta.concrete_fields if not f.primary_key)
+
+
+@pytest.mark.parametrize("case", ["idle", "unsynced", "due", "future state", "future keyed row"])
+def test_the_idle_check_answers_nothing_due_only_when_nothing_is(registry_files, case):
+    from schedules.due_check import nothing_due
+    from schedules.models import KeyedSchedule, ScheduleSync
+
+    five_loops(registry_files)
+    tick("2026-11-30T21:07:00Z")
+    sync = ScheduleSync.objects.get()
+    fingerprint, now = sync.fingerprint, at("2026-11-30T21:07:30Z")
+    if case == "unsynced":
+        fingerprint = "another registry"
+    elif case == "due":
+        ScheduleState.objects.filter(loop="loop-3").update(next_due=at("2026-11-30T21:07:30Z"))
+    elif case == "future state":
+        ScheduleState.objects.filter(loop="loop-3").update(last_slot=at("2026-11-30T21:09:00Z"))
+    elif case == "future keyed row":
+        KeyedSchedule.objects.create(
+            loop="loop-9", key="k", rule="every", every_seconds=60, last_slot=at("2026-11-30T21:09:00Z"),
+            next_due=at("2026-11-30T21:10:00Z"), set_by="evt-1", recorded_at=now,
+        )
+    answer = nothing_due(sync_name=sync.name, fingerprint=fingerprint, due_by=now, future_after=at("2026-11-30T21:07:40Z"))
+    assert answer is (case == "idle")
+
+
+KERNEL_KEYED_WORK = ["idle", "no state row", "enabled but marked disabled", "an event past the cursor", "a row due"]
+
+
+@pytest.mark.parametrize("case", KERNEL_KEYED_WORK)
+def test_the_idle_check_sees_the_keyed_loops_work(registry_files, case):
+    """With the kernel's keyed loop (customer-digest), enabled in the overlay: the check says
+    idle only when its state is there and enabled, no setting or clearing event lies past
+    its cursor and none of its rows is due."""
+    from schedules.due_check import nothing_due
+    from schedules.models import KeyedSchedule, ScheduleSync
+    from schedules.state import SYNC_NAME, loops_fingerprint
+    from schedules.ticks import keyed_loops
+
+    registry_files.write_config("schedule.yaml", "schedules:\n  customer-digest:\n    enabled: true\n")
+    registry = get_registry()
+    tick("2026-11-30T21:06:00Z")
+    now = at("2026-11-30T21:06:30Z")
+    if case == "no state row":
+        ScheduleState.objects.filter(loop="customer-digest").delete()
+    elif case == "enabled but marked disabled":
+        ScheduleState.objects.filter(loop="customer-digest").update(enabled=False)
+    elif case == "an event past the cursor":
+        inject_event = {"customer": "c-1", "at": "09:00", "timezone": "Europe/Berlin"}
+        from tests.helpers import inject
+
+        inject("digest-1", "customer.digest-time.chosen", inject_event)
+    elif case == "a row due":
+        KeyedSchedule.objects.create(
+            loop="customer-digest", key="c-2", rule="at", at="09:00", timezone="Europe/Berlin",
+            next_due=at("2026-11-30T21:06:00Z"), set_by="evt-2", recorded_at=now,
+        )
+    assert ScheduleSync.objects.get().fingerprint == loops_fingerprint(registry)
+    answer = nothing_due(
+        sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
+        future_after=at("2026-11-30T21:06:40Z"), keyed=tuple(keyed_loops(registry)),
+    )
+    assert answer is (case == "idle")
+
+
+def test_an_idle_iteration_with_the_kernels_keyed_loop_is_still_three_statements(registry_files):
+    registry_files.write_config("schedule.yaml", "schedules:\n  customer-digest:\n    enabled: true\n")
+    tick("2026-11-30T21:06:00Z")
+    iterate(now=at("2026-11-30T21:06:01Z"))
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as iteration:
+        report = iterate(now=at("2026-11-30T21:06:02Z"))
+    assert (report.ticks, report.planned, report.published) == ([], 0, 0)
+    assert statement_names(iteration.captured_queries) == [
+        "SELECT schedules_schedulesync", "SELECT runtime_outboxentry", "UPDATE schedules_slotloopstatus",
+    ]

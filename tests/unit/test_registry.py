@@ -286,3 +286,34 @@ def test_files_that_are_not_utf8_are_load_errors_and_the_last_good_registry_stay
     assert errors(registry_files) == [
         "registry/definitions/reaper@1.json: <file>: invalid_json: the file is not UTF-8: byte 0xff at offset 0"
     ]
+
+
+def test_a_process_starts_from_its_supervisors_registry_while_the_files_are_the_ones_it_came_from(
+    registry_files, monkeypatch, tmp_path,
+):
+    from runtime.registry.store import SHARED_VARIABLE, store
+
+    store_module = importlib.import_module("runtime.registry.store")
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    every: 1m\n")
+    supervisor = store.current()
+    shared = tmp_path / "registry.pickle"
+    store.share(shared)
+    assert oct(shared.stat().st_mode & 0o777) == "0o600"
+    monkeypatch.setenv(SHARED_VARIABLE, str(shared))
+    loads = []
+    real = store_module.load_registry
+    monkeypatch.setattr(store_module, "load_registry", lambda *dirs: loads.append(dirs) or real(*dirs))
+
+    store.reset()  # a child process: nothing loaded yet
+    child = store.current()
+    assert (child.digest, child.loops["reaper"].every, loads) == (supervisor.digest, "1m", [])
+
+    store.reset()
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    every: 2m\n")
+    assert store.current().loops["reaper"].every == "2m"  # other files: loaded from them
+    assert len(loads) == 1
+
+    store.reset()
+    shared.write_bytes(b"not a pickle")
+    assert store.current().loops["reaper"].every == "2m"
+    assert len(loads) == 2

@@ -18,7 +18,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import environ
 from django.conf import settings
@@ -32,6 +34,7 @@ from ops.notify import channels
 from runtime.adapters.command import KILL_GRACE_SECONDS, SHIM_EXIT_SECONDS
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
+from runtime.registry.store import SHARED_VARIABLE, store
 
 #: The demo's settings, relative to the project directory (docs/demo.md).
 DEMO_ENV_FILE = "demo/demo.env"
@@ -119,7 +122,8 @@ class Command(BaseCommand):
 
     def start_children(self, options) -> dict[str, subprocess.Popen]:
         manage = str(settings.BASE_DIR / "manage.py")
-        commands = {
+        commands = {"slot-loop": [sys.executable, manage, "slot_loop"]} if not options["no_loop"] else {}
+        commands |= {
             "http": [
                 sys.executable, "-m", "gunicorn", "factory_site.wsgi:application",
                 "--bind", options["bind"],
@@ -139,13 +143,17 @@ class Command(BaseCommand):
                 "--no-control-socket",
             ],
         }
-        if not options["no_loop"]:
-            commands["slot-loop"] = [sys.executable, manage, "slot_loop"]
         for index in range(options["run_workers"]):
             commands[f"worker-{index + 1}"] = [sys.executable, manage, "worker"]
         if channels():  # notifications are off unless configured (docs/notifications.md)
             commands["notifier"] = [sys.executable, manage, "notify"]
-        env = {**os.environ, SUPERVISOR_PID_VARIABLE: str(os.getpid())}
+        # Every child starts from the registry this process loaded (runtime.registry.store).
+        self.shared_dir = Path(tempfile.mkdtemp(prefix="factory-registry-"))
+        store.share(self.shared_dir / "registry.pickle")
+        env = {
+            **os.environ, SUPERVISOR_PID_VARIABLE: str(os.getpid()),
+            SHARED_VARIABLE: str(self.shared_dir / "registry.pickle"),
+        }
         # The HTTP workers add up their intake counters in files (ops.metrics_intake).
         self.metrics_dir = prepare_multiprocess_dir(settings.FACTORY_METRICS_DIR, options["bind"])
         envs = {name: env for name in commands} | {"http": {**env, MULTIPROCESS_VARIABLE: str(self.metrics_dir)}}
@@ -185,5 +193,6 @@ class Command(BaseCommand):
                 child.wait()
         # The intake counters die with this runserve (the next one starts from 0 anyway).
         shutil.rmtree(self.metrics_dir, ignore_errors=True)
+        shutil.rmtree(self.shared_dir, ignore_errors=True)
         self.stdout.write("runtime stopped")
 

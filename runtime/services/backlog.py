@@ -1,0 +1,43 @@
+"""Whether the slot loop's runtime phases have work: one precompiled statement (docs/performance.md).
+
+An idle iteration asks it once a second instead of letting the outbox publisher and the
+planner each build and run their queries: pending outbox rows (``outbox_pending_idx``)
+and events not planned yet (``event_unplanned_idx``). Plain SQL built once per process,
+with the partial indexes' conditions as literals so SQLite uses them.
+"""
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from runtime.models import Event, OutboxEntry, OutboxStatus
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """``outbox``: some outbox row is pending; ``events``: some admitted event is not planned."""
+
+    outbox: bool
+    events: bool
+
+
+_sql: dict[str, str] = {}
+
+
+def _statement() -> str:
+    if connection.vendor not in _sql:
+        quote = connection.ops.quote_name
+        _sql[connection.vendor] = (
+            f"SELECT EXISTS (SELECT 1 FROM {quote(OutboxEntry._meta.db_table)} "
+            f"WHERE {quote('status')} = '{OutboxStatus.PENDING.value}'), "
+            f"EXISTS (SELECT 1 FROM {quote(Event._meta.db_table)} WHERE {quote('planned_at')} IS NULL)"
+        )
+    return _sql[connection.vendor]
+
+
+def backlog() -> Backlog:
+    """What waits for the slot loop now: one statement."""
+    with connection.cursor() as cursor:
+        cursor.execute(_statement())
+        outbox, events = cursor.fetchone()
+    return Backlog(outbox=bool(outbox), events=bool(events))

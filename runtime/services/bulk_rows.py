@@ -1,0 +1,112 @@
+"""Rows of a multi-row statement sent to PostgreSQL as one JSON parameter (docs/performance.md).
+
+Django's psycopg backend binds parameters on the client: each one is quoted into the
+statement's text. A batch of 1,000 rows as one array per column is 16 array literals,
+every element escaped one by one — about 15 ms of client CPU for a column of JSON
+payloads, most of a tick burst's time. One JSON text holding every row is a single
+string to quote, and the server reads it with ``json_populate_recordset`` into the
+table's own row type, so each column keeps its declared type (timestamptz, jsonb, …).
+SQLite has no such need: its driver binds each parameter natively.
+"""
+
+import functools
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import connection, models
+
+
+def _as_json(value):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not a row value")
+
+
+def json_rows(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
+    """``rows`` (one value a column, in ``columns``' order) as the JSON text of a list of
+    objects by column name. Values are text, numbers, booleans, null, timezone-aware
+    instants (ISO 8601 text) or, for a JSON column, the document itself (a dict or list).
+    Raises ``TypeError`` for anything else."""
+    return json.dumps([dict(zip(columns, row, strict=True)) for row in rows], default=_as_json, separators=(",", ":"))
+
+
+def recordset(table: str, columns: Sequence[str], rows: Sequence[Sequence], alias: str) -> tuple[str, list]:
+    """``(sql, params)`` of a FROM item ``json_populate_recordset(NULL::table, %s) AS alias``
+    holding ``rows`` (``json_rows``): select ``alias.column`` from it. PostgreSQL only."""
+    quote = connection.ops.quote_name
+    return f"json_populate_recordset(NULL::{quote(table)}, %s) AS {alias}", [json_rows(columns, rows)]
+
+
+#: Most rows one ``insert_objects`` statement carries.
+INSERT_ROWS = 500
+
+
+def insert_objects(objects: list, *, key: str) -> None:
+    """Insert unsaved instances of one model with one multi-row ``INSERT … RETURNING id, key``
+    per ``INSERT_ROWS`` (SQLite: ``VALUES``; PostgreSQL: ``json_rows``) and set each one's
+    primary key, matched by the unique column ``key`` (``event_id`` of a proposal,
+    ``proposal_id`` of a run), so the order the database returns rows in does not matter.
+    ``bulk_create`` without its per-value SQL compilation, which was most of a planning
+    chunk's time (docs/performance.md). Raises ``IntegrityError`` when a constraint refuses
+    a row (the whole statement is refused); call inside the caller's transaction.
+    """
+    if not objects:
+        return
+    model = type(objects[0])
+    fields = [field for field in model._meta.concrete_fields if not field.primary_key]
+    columns = [field.column for field in fields]
+    postgres = connection.vendor == "postgresql"
+    prepare = [_preparer(field, postgres) for field in fields]
+    rows = [[prep(field.pre_save(made, add=True)) for field, prep in zip(fields, prepare, strict=True)] for made in objects]
+    quote = connection.ops.quote_name
+    table = model._meta.db_table
+    head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) "
+    tail = f" RETURNING {quote(model._meta.pk.column)}, {quote(key)}"
+    size = INSERT_ROWS if postgres else max(1, min(INSERT_ROWS, _sqlite_variable_limit() // len(columns)))
+    by_key = {getattr(made, key): made for made in objects}
+    with connection.cursor() as cursor:
+        for first in range(0, len(rows), size):
+            chunk = rows[first:first + size]
+            if postgres:
+                source, params = recordset(table, columns, chunk, "r")
+                cursor.execute(f"{head}SELECT {', '.join(f'r.{quote(c)}' for c in columns)} FROM {source}{tail}", params)
+            else:
+                placeholder = "(" + ", ".join(["%s"] * len(columns)) + ")"
+                cursor.execute(f"{head}VALUES {', '.join([placeholder] * len(chunk))}{tail}", [v for row in chunk for v in row])
+            for pk, found in cursor.fetchall():
+                by_key[found].pk = pk
+                by_key[found]._state.adding = False
+
+
+def _preparer(field, postgres: bool):
+    """How ``insert_objects`` sends ``field``'s values: instants adapted once per distinct
+    value, JSON as text on SQLite and as the document on PostgreSQL (``json_rows``), text,
+    numbers and booleans as they are; anything else as its field prepares it."""
+    if isinstance(field, models.DateTimeField):
+        return _same if postgres else _sqlite_instant
+    if isinstance(field, models.JSONField):
+        return _same if postgres else (lambda value: None if value is None else json.dumps(value, cls=field.encoder))
+    if isinstance(field, _PLAIN_FIELDS):
+        return _same
+    return lambda value: field.get_db_prep_save(value, connection)
+
+
+def _same(value):
+    return value
+
+
+@functools.lru_cache(maxsize=256)
+def _sqlite_instant(value: datetime | None) -> str | None:
+    """An instant as SQLite stores it, remembered: a batch shares a few (its ``now``)."""
+    return None if value is None else connection.ops.adapt_datetimefield_value(value)
+
+
+_PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField, models.ForeignKey)
+
+
+def _sqlite_variable_limit() -> int:
+    """SQLite's bound-variable limit of this connection (999 before 3.32, 32,766 since)."""
+    connection.ensure_connection()
+    return connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)

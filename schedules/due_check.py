@@ -1,0 +1,87 @@
+"""Whether a tick iteration has anything to do: one statement (docs/design.md §5, docs/performance.md).
+
+An idle slot loop asks this once a second. When the loops' states are synced with the
+registry in force, no state is due, no last slot lies in the future and no keyed loop has
+work, ``emit_due_ticks`` returns at once; otherwise it takes its full path
+(``ensure_synced``, ``due_states``, the repairs, the keyed loops' steps). The answer may
+say "work" when there is none (the full path then finds nothing), never the reverse.
+The statement is plain SQL built once per process and registry: building it through the
+ORM cost more than the database's answer.
+
+A keyed loop has work (``schedules.keyed``) when its state row is missing or marks it
+disabled while it is enabled, when an event of its setting or clearing types lies past
+its cursor (applied events stay there until they settle, a minute), or, enabled, when one
+of its rows is due.
+"""
+
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import DateTimeField
+
+from runtime.models import Event
+from runtime.registry import Loop
+
+from .models import KeyedRule, KeyedSchedule, ScheduleState, ScheduleSync
+
+_INSTANT = DateTimeField()
+_sql: dict[tuple, tuple[str, list]] = {}
+
+
+def _statement(keyed: tuple[Loop, ...]) -> tuple[str, list]:
+    """The statement and its constant parameters (the keyed loops' names and types)."""
+    cache_key = (connection.vendor, tuple((loop.name, loop.enabled, loop.keyed.event_types) for loop in keyed))
+    if cache_key in _sql:
+        return _sql[cache_key]
+    quote = connection.ops.quote_name
+    sync, state, rows, events = (quote(m._meta.db_table) for m in (ScheduleSync, ScheduleState, KeyedSchedule, Event))
+    # The constant rule is a literal: SQLite matches a partial index's condition only
+    # against literals.
+    parts = [
+        f"(SELECT {quote('fingerprint')} FROM {sync} WHERE {quote('name')} = %s)",
+        f"EXISTS (SELECT 1 FROM {state} WHERE {quote('next_due')} <= %s)",
+        f"EXISTS (SELECT 1 FROM {state} WHERE {quote('last_slot')} > %s)",
+        f"EXISTS (SELECT 1 FROM {rows} WHERE {quote('last_slot')} > %s AND {quote('rule')} <> '{KeyedRule.ONCE.value}')",
+    ]
+    constants = []
+    if keyed:
+        names = [loop.name for loop in keyed]
+        enabled = [loop.name for loop in keyed if loop.enabled]
+        types = sorted({event_type for loop in keyed for event_type in loop.keyed.event_types})
+
+        def listed(values):
+            constants.extend(values)
+            return ", ".join(["%s"] * len(values))
+
+        parts.append(f"(SELECT COUNT(*) FROM {state} WHERE {quote('loop')} IN ({listed(names)})) <> {len(names)}")
+        parts.append(
+            f"EXISTS (SELECT 1 FROM {events} WHERE {quote('type')} IN ({listed(types)}) AND {quote('id')} > "
+            f"(SELECT COALESCE(MIN({quote('keyed_cursor')}), 0) FROM {state} WHERE {quote('loop')} IN ({listed(names)})))"
+        )
+        if enabled:
+            parts.append(
+                f"EXISTS (SELECT 1 FROM {state} WHERE {quote('loop')} IN ({listed(enabled)}) AND NOT {quote('enabled')})"
+            )
+            parts.append(
+                f"EXISTS (SELECT 1 FROM {rows} WHERE {quote('loop')} IN ({listed(enabled)}) AND {quote('next_due')} <= %s)"
+            )
+    _sql[cache_key] = (f"SELECT {', '.join(parts)}", constants)
+    return _sql[cache_key]
+
+
+def nothing_due(
+    *, sync_name: str, fingerprint: str, due_by: datetime, future_after: datetime, keyed: tuple[Loop, ...] = (),
+) -> bool:
+    """True when the states were synced with ``fingerprint`` (``schedules.state.ensure_synced``),
+    no state is due at ``due_by``, no state or keyed row has a last slot after
+    ``future_after`` (``schedules.repair``) and none of the ``keyed`` loops (the registry's)
+    has work at ``due_by``. One statement."""
+    sql, constants = _statement(keyed)
+    due, future = (_INSTANT.get_db_prep_value(value, connection) for value in (due_by, future_after))
+    params = [sync_name, due, future, future, *constants]
+    if any(loop.enabled for loop in keyed):
+        params.append(due)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        synced, *work = cursor.fetchone()
+    return synced == fingerprint and not any(work)

@@ -1,0 +1,76 @@
+"""The batched paths' plain multi-row inserts store what Django's ``save`` stores (docs/performance.md)."""
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from lib.slots import DueSlot
+from runtime.models import Actor, Door, Event, Proposal, Run
+from runtime.registry import get_registry
+from runtime.services.admission import admit_event
+from runtime.services.bulk_rows import insert_objects, json_rows
+from runtime.services.planning import decide, new_proposal
+from runtime.services.runs import new_run
+from schedules.envelope import tick_envelope
+from tests.conftest import at
+
+pytestmark = pytest.mark.django_db
+
+NOW = "2026-11-30T21:05:00.300Z"
+
+
+def heartbeat_tick() -> Event:
+    registry = get_registry()
+    envelope = tick_envelope(registry.loops["heartbeat"], DueSlot(at("2026-11-30T21:05:00Z"), 0))
+    return admit_event(envelope, door=Door.SCHEDULE, now=at(NOW), registry=registry).event
+
+
+def planned(event: Event) -> tuple[Proposal, Run]:
+    registry = get_registry()
+    decision = decide(event, registry, held=lambda key: False, in_flight=lambda single: False)
+    proposal = new_proposal(event, decision, registry, at(NOW))
+    return proposal, new_run(proposal, actor=Actor.SCHEDULE, approved_by=None, now=at(NOW))
+
+
+def columns(model, pk) -> dict:
+    row = model.objects.filter(pk=pk).values().get()
+    return {k: v for k, v in row.items() if k not in {"id", "proposal_id"}}
+
+
+def test_inserted_proposals_and_runs_read_back_as_saved_ones_and_get_their_ids():
+    event = heartbeat_tick()
+
+    class RolledBack(Exception):
+        pass
+
+    with pytest.raises(RolledBack), transaction.atomic():
+        proposal, run = planned(event)
+        proposal.save(force_insert=True)
+        run.proposal = proposal
+        run.save(force_insert=True)
+        saved = (columns(Proposal, proposal.pk), columns(Run, run.pk))
+        raise RolledBack
+    proposal, run = planned(event)
+    with transaction.atomic():
+        insert_objects([proposal], key="event_id")
+        run.proposal = proposal
+        insert_objects([run], key="proposal_id")
+    assert (columns(Proposal, proposal.pk), columns(Run, run.pk)) == saved
+    assert Run.objects.get(pk=run.pk).proposal_id == proposal.pk
+    assert saved[1]["status"] == "queued" and saved[0]["created_at"] == at(NOW)
+
+
+def test_a_refused_row_refuses_the_statement():
+    event = heartbeat_tick()
+    first, second = planned(event)[0], planned(event)[0]
+    insert_objects([first], key="event_id")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_objects([second], key="event_id")  # one proposal per event
+    assert Proposal.objects.filter(event=event).count() == 1
+
+
+def test_json_rows_names_each_value_by_column_and_refuses_what_json_cannot_hold():
+    assert json_rows(["a", "at", "doc"], [("x", at("2026-11-30T21:05:00Z"), {"k": [1]})]) == (
+        '[{"a":"x","at":"2026-11-30T21:05:00+00:00","doc":{"k":[1]}}]'
+    )
+    with pytest.raises(TypeError, match="set is not a row value"):
+        json_rows(["a"], [({1},)])
