@@ -1,0 +1,324 @@
+"""Benchmark: planning and run-claim throughput with 1, 2 and 4 ``runserve`` processes on one PostgreSQL database.
+
+Not a test. For each process count K (``--processes``), a child process recreates the
+throw-away PostgreSQL database ``--database-url`` names (dropped and created again),
+migrates it, and starts K ``runserve`` processes on it, each with its slot loop, one
+gunicorn worker on a free loopback port and ``--run-workers`` run workers. The registry
+is a copy of the kernel with no loops (nothing ticks meanwhile) and two bench-only event
+types of one bench-only definition, ``bench-noop@1`` (``--adapter command``: a read-only
+command, ``/bin/true``, run through the command adapter and its shim like any command;
+``--adapter builtin``: the heartbeat's health report, inside the worker):
+``bench.plan.requested`` (watched) and ``bench.run.requested`` (``approval: auto``).
+Once every slot loop and run worker has its process row:
+
+- **planning**: ``--events`` injected ``bench.plan.requested`` events (each its own
+  correlation, so planners may share them) are admitted in one transaction through the
+  inject door (``admit_batch``, validated); from its commit, the K slot loops plan them
+  (pending proposals); timed until the database shows none unplanned;
+- **claims**: ``--runs`` injected ``bench.run.requested`` events are admitted and planned
+  by this process in one transaction, so ``--runs`` queued runs appear at once at its
+  commit; timed until the database shows every one finished, claimed and run by the
+  K × ``--run-workers`` workers (``runtime.services.runs.claim_next_run``, the fair queue).
+
+Prints one row per K — events/s planned, runs/s finished, each as a ratio to K = 1 — and
+the machine line. Every ``runserve`` leads a process group of its own, stopped (SIGTERM,
+then SIGKILL after 30 s) on every exit path, Ctrl-C included; every wait is bounded.
+
+    .venv/bin/python bench/claims_bench.py --database-url postgres://postgres@127.0.0.1:5432/bench_claims
+        [--processes 1 2 4] [--events 5000] [--runs 300] [--run-workers 1] [--adapter command|builtin]
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_env  # noqa: E402
+import serve_env  # noqa: E402
+
+#: ``bench-noop@1`` for each ``--adapter``: a command that does nothing, or the builtin health
+#: report (the heartbeat's: a few queries inside the worker, no child process).
+DEFINITIONS = {
+    "command": {
+        "adapter": "command",
+        "command": ["/bin/true"],
+        "captureStdout": "noop.log",
+        "description": "claims_bench.py: a command that does nothing",
+    },
+    "builtin": {
+        "adapter": "builtin",
+        "builtin": "health",
+        "captureStdout": "health.json",
+        "description": "claims_bench.py: the health report, run inside the worker",
+    },
+}
+PLAN_TYPE, RUN_TYPE = "bench.plan.requested", "bench.run.requested"
+EVENT_TYPES = {
+    PLAN_TYPE: {"target": "bench-noop@1", "description": "claims_bench.py: planned into a pending proposal"},
+    RUN_TYPE: {
+        "target": "bench-noop@1",
+        "approval": "auto",
+        "description": "claims_bench.py: planned into a queued run",
+    },
+}
+#: Bounds of the waits, in seconds: the processes' start, each phase.
+START_TIMEOUT, PHASE_TIMEOUT = 180, 900
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--database-url",
+        required=True,
+        help="a throw-away PostgreSQL database, dropped and created again for each process count",
+    )
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4], help="runserve counts (default 1 2 4)")
+    parser.add_argument("--events", type=int, default=5000, help="events to plan (default 5000)")
+    parser.add_argument("--runs", type=int, default=300, help="queued runs to claim and finish (default 300)")
+    parser.add_argument("--run-workers", type=int, default=1, help="run workers per runserve (default 1)")
+    parser.add_argument(
+        "--adapter",
+        choices=sorted(DEFINITIONS),
+        default="command",
+        help="what a run executes: /bin/true through the command adapter (default), or the builtin health report",
+    )
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if not args.database_url.startswith(("postgres://", "postgresql://")):
+        parser.error("--database-url must be a postgres:// URL: the processes share one PostgreSQL database")
+    if min(args.processes) < 1 or args.events < 1 or args.runs < 1 or args.run_workers < 1:
+        parser.error("--processes, --events, --runs and --run-workers must be at least 1")
+    return args
+
+
+def build_registry(root: Path, adapter: str) -> tuple[Path, Path]:
+    """The kernel copy with no loops and the bench-only definition (``adapter``: a key of
+    ``DEFINITIONS``) and event types."""
+    registry_dir, config_dir = bench_env.build_kernel_loops(root, watched=0, auto=0)
+    definition = {
+        "id": "bench-noop",
+        "version": 1,
+        **DEFINITIONS[adapter],
+        "mutating": False,
+        "output_contract": "factory.command-result/v1",
+        "timeoutSeconds": 60,
+        "maxAttempts": 1,
+    }
+    (registry_dir / "definitions" / "bench-noop@1.json").write_text(json.dumps(definition))
+    types_path = registry_dir / "event-types.json"
+    types_path.write_text(json.dumps({**json.loads(types_path.read_text()), **EVENT_TYPES}))
+    return registry_dir, config_dir
+
+
+def envelopes(kind: str, count: int, *, prefix: str) -> list[dict]:
+    occurred = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    return [
+        {
+            "schemaVersion": "factory.event/v1",
+            "eventId": f"{prefix}-{n}",
+            "type": kind,
+            "source": "operator",
+            "subject": "bench",
+            "occurredAt": occurred,
+            "correlationId": f"{prefix}-{n}",
+            "payload": {"n": n},
+        }
+        for n in range(count)
+    ]
+
+
+def ready(processes: int, run_workers: int) -> bool:
+    """Every slot loop and run worker has its process row."""
+    from django.db.models import Count
+
+    from ops.models import ProcessRecord
+
+    roles = dict(ProcessRecord.objects.values_list("role").annotate(n=Count("id")))
+    return roles.get("slot-loop", 0) >= processes and roles.get("worker", 0) >= processes * run_workers
+
+
+def plan_phase(count: int, children) -> float:
+    """Seconds from the commit of ``count`` admitted events to the last one planned."""
+    from django.db import transaction
+
+    from runtime import clock
+    from runtime.models import Door, Event
+    from runtime.registry import get_registry
+    from runtime.services.admission import admit_batch
+
+    batch = envelopes(PLAN_TYPE, count, prefix="plan")
+    with transaction.atomic():
+        admitted = admit_batch(batch, door=Door.INJECT, now=clock.database_now(), registry=get_registry())
+    began = time.monotonic()
+    if len(admitted.admitted) != count:
+        raise SystemExit(f"admitted {len(admitted.admitted)} of {count} events: {admitted.refused}")
+    serve_env.wait_until(
+        lambda: not Event.objects.filter(planned_at__isnull=True).exists(),
+        timeout=PHASE_TIMEOUT,
+        what="event planned last",
+        processes=children,
+        every=0.05,
+    )
+    return time.monotonic() - began
+
+
+def claim_phase(count: int, children) -> tuple[float, float, dict[str, int]]:
+    """Seconds from the commit of ``count`` queued runs to the last one finished, the median
+    seconds a run took from its claim to its finish, and the runs' final statuses."""
+    from django.db import transaction
+    from django.db.models import Count
+
+    from runtime import clock
+    from runtime.models import Door, Run, RunStatus
+    from runtime.registry import get_registry
+    from runtime.services.admission import admit_batch
+    from runtime.services.planning import plan_pending
+
+    registry = get_registry()
+    with transaction.atomic():
+        now = clock.database_now()
+        admit_batch(envelopes(RUN_TYPE, count, prefix="run"), door=Door.INJECT, now=now, registry=registry)
+        plan_pending(now=now, limit=count, registry=registry)
+        queued = Run.objects.filter(status=RunStatus.QUEUED).count()
+    began = time.monotonic()
+    if queued != count:
+        raise SystemExit(f"{queued} runs queued of {count}")
+    unfinished = (RunStatus.QUEUED, RunStatus.CLAIMED, RunStatus.RUNNING)
+    serve_env.wait_until(
+        lambda: not Run.objects.filter(status__in=unfinished).exists(),
+        timeout=PHASE_TIMEOUT,
+        what="run finished last",
+        processes=children,
+        every=0.05,
+    )
+    seconds = time.monotonic() - began
+    spans = [(f - c).total_seconds() for c, f in Run.objects.values_list("claimed_at", "finished_at") if c and f]
+    return seconds, statistics.median(spans), dict(Run.objects.values_list("status").annotate(n=Count("id")))
+
+
+def one(args: argparse.Namespace) -> dict:
+    """One process count, on a fresh database: both phases' figures."""
+    root = bench_env.make_root("claims-bench-")
+    registry_dir, config_dir = build_registry(root, args.adapter)
+    url = bench_env.prepare_database(args.database_url, root)
+    env = serve_env.runtime_env(root, url, registry_dir, config_dir)
+    bench_env.setup_django({k: v for k, v in env.items() if k.startswith(("FACTORY_", "DATABASE_"))})
+    from django.db import connection
+
+    version = bench_env.database_version()
+    connection.close()
+    children = []
+    with open(root / "runserve.log", "w") as log:
+        try:
+            for _ in range(args.one):
+                children.append(
+                    serve_env.start_runserve(env, port=serve_env.free_port(), log=log, run_workers=args.run_workers)
+                )
+            serve_env.wait_until(
+                lambda: ready(args.one, args.run_workers),
+                timeout=START_TIMEOUT,
+                what="process row of every slot loop and run worker",
+                processes=children,
+            )
+            time.sleep(2)  # past each slot loop's first iteration
+            plan_seconds = plan_phase(args.events, children)
+            claim_seconds, run_seconds, statuses = claim_phase(args.runs, children)
+        finally:
+            serve_env.stop_all(children)
+    return {
+        "processes": args.one,
+        "adapter": args.adapter,
+        "database": version,
+        "events": args.events,
+        "planSeconds": plan_seconds,
+        "runs": args.runs,
+        "claimSeconds": claim_seconds,
+        "runSeconds": run_seconds,
+        "statuses": statuses,
+    }
+
+
+def rows(results: list[dict]) -> list[list]:
+    """The table's rows, one per result, ratios to the result with one process (or the first). Pure."""
+    base = next((r for r in results if r["processes"] == 1), results[0])
+    base_plan, base_claim = base["events"] / base["planSeconds"], base["runs"] / base["claimSeconds"]
+    table = []
+    for r in results:
+        planned, finished = r["events"] / r["planSeconds"], r["runs"] / r["claimSeconds"]
+        others = {k: v for k, v in sorted(r["statuses"].items()) if k != "succeeded"}
+        table.append(
+            [
+                r["processes"],
+                r["events"],
+                f"{r['planSeconds']:.2f}",
+                f"{planned:.0f}",
+                f"{planned / base_plan:.2f}",
+                r["runs"],
+                f"{r['claimSeconds']:.2f}",
+                f"{finished:.1f}",
+                f"{finished / base_claim:.2f}",
+                f"{r['runSeconds']:.3f}",
+                " ".join(f"{k}:{v}" for k, v in others.items()) or "none",
+            ]
+        )
+    return table
+
+
+HEADERS = [
+    "processes",
+    "events",
+    "plan s",
+    "events/s planned",
+    "× K=1",
+    "runs",
+    "runs s",
+    "runs/s finished",
+    "× K=1",
+    "median claim → finish s",
+    "runs not succeeded",
+]
+
+
+def main() -> None:
+    args = parse_args()
+    if args.one:
+        print(json.dumps(one(args)))
+        return
+    results = []
+    for processes in args.processes:
+        argv = [
+            sys.executable,
+            __file__,
+            "--one",
+            str(processes),
+            "--database-url",
+            args.database_url,
+            "--events",
+            str(args.events),
+            "--runs",
+            str(args.runs),
+            "--run-workers",
+            str(args.run_workers),
+            "--adapter",
+            args.adapter,
+        ]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT + 3 * PHASE_TIMEOUT)
+        if out.returncode != 0:
+            raise SystemExit(f"{processes} processes: exit {out.returncode}\n{out.stderr[-3000:]}")
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(bench_env.table(HEADERS, rows(results)))
+    print(bench_env.machine_line(", ".join(sorted({r["database"] for r in results}))))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        # The child (and so its runserve processes, which die with it) is stopped already.
+        raise SystemExit("interrupted") from None

@@ -1,0 +1,131 @@
+"""The pure parts of the several-process and backlog benchmarks (docs/performance.md, "Several processes
+and a backlog"): their arguments, the slot they watch, the figures drawn from their polls, their tables."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bench import backlog_bench, claims_bench
+
+
+def test_claims_bench_defaults_to_one_two_and_four_processes_of_one_run_worker():
+    args = claims_bench.parse_args(["--database-url", "postgres://postgres@127.0.0.1:5432/bench_claims"])
+    assert (args.processes, args.events, args.runs, args.run_workers, args.adapter) == (
+        [1, 2, 4],
+        5000,
+        300,
+        1,
+        "command",
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],  # the processes share one PostgreSQL database: it must be named
+        ["--database-url", "sqlite:///x.sqlite3"],
+        ["--database-url", "postgres://h/db", "--processes", "0"],
+        ["--database-url", "postgres://h/db", "--runs", "0"],
+        ["--database-url", "postgres://h/db", "--adapter", "agent"],
+    ],
+)
+def test_claims_bench_refuses_what_it_cannot_measure(argv, capsys):
+    with pytest.raises(SystemExit) as exit:
+        claims_bench.parse_args(argv)
+    assert exit.value.code == 2
+
+
+def test_claims_bench_rows_give_rates_and_ratios_to_one_process():
+    results = [
+        {
+            "processes": 1,
+            "events": 5000,
+            "planSeconds": 10.0,
+            "runs": 200,
+            "claimSeconds": 80.0,
+            "runSeconds": 0.2444,
+            "statuses": {"succeeded": 200},
+        },
+        {
+            "processes": 2,
+            "events": 5000,
+            "planSeconds": 6.25,
+            "runs": 200,
+            "claimSeconds": 40.0,
+            "runSeconds": 0.31,
+            "statuses": {"succeeded": 198, "failed": 2},
+        },
+    ]
+    assert claims_bench.rows(results) == [
+        [1, 5000, "10.00", "500", "1.00", 200, "80.00", "2.5", "1.00", "0.244", "none"],
+        [2, 5000, "6.25", "800", "1.60", 200, "40.00", "5.0", "2.00", "0.310", "failed:2"],
+    ]
+    assert len(claims_bench.rows(results)[0]) == len(claims_bench.HEADERS)
+
+
+def test_backlog_bench_defaults_to_the_issue_sizes():
+    args = backlog_bench.parse_args([])
+    assert (args.backlog, args.loops, args.lead, args.after, args.database_url) == (50_000, 10_000, 30.0, 10.0, None)
+
+
+@pytest.mark.parametrize("argv", [["--no-sqlite"], ["--lead", "1"], ["--loops", "0"], ["--backlog", "-1"]])
+def test_backlog_bench_refuses_what_it_cannot_measure(argv, capsys):
+    with pytest.raises(SystemExit) as exit:
+        backlog_bench.parse_args(argv)
+    assert exit.value.code == 2
+
+
+def test_the_watched_slot_is_the_first_minute_at_least_the_lead_away():
+    assert backlog_bench.next_slot(datetime(2026, 12, 2, 1, 0, 30, tzinfo=UTC), 20) == datetime(
+        2026, 12, 2, 1, 1, tzinfo=UTC
+    )
+    assert backlog_bench.next_slot(datetime(2026, 12, 2, 1, 0, 45, tzinfo=UTC), 20) == datetime(
+        2026, 12, 2, 1, 2, tzinfo=UTC
+    )
+    assert backlog_bench.next_slot(datetime(2026, 12, 2, 1, 0, 40, tzinfo=UTC), 20) == datetime(
+        2026, 12, 2, 1, 1, tzinfo=UTC
+    )
+
+
+def test_the_polls_give_when_the_last_tick_was_seen_and_the_planning_rate_around_it():
+    polls = [(100.05, 0, 50_000), (101.0, 4_000, 50_000), (102.5, 10_000, 49_000), (112.5, 10_000, 39_000)]
+    assert backlog_bench.summarize(polls, loops=10_000, slot_start=100.0) == {
+        "visible": 2.5,
+        "backlogAtStart": 50_000,
+        "backlogAtLastTick": 49_000,
+        "plannedPerSecondDuring": pytest.approx(1000 / 2.45),
+        "plannedPerSecondAfter": 1000.0,
+        "ticksSeen": 10_000,
+    }
+
+
+def test_a_slot_whose_ticks_never_all_came_says_never():
+    summary = backlog_bench.summarize([(100.1, 0, 500), (220.0, 9_000, 100)], loops=10_000, slot_start=100.0)
+    assert summary["visible"] is None and summary["ticksSeen"] == 9_000
+    row = backlog_bench.rows([{"database": "SQLite 3.40.1", "loops": 10_000, "lastAdmittedLate": 0.3, **summary}])
+    assert row == [["SQLite 3.40.1", "10,000", "500", "9,000", "0.30", "never", "—", "—", "—", "missed"]]
+
+
+def test_backlog_bench_row_says_met_within_one_second():
+    result = {
+        "database": "PostgreSQL 15.20",
+        "loops": 10_000,
+        "lastAdmittedLate": 0.12,
+        "visible": 0.9,
+        "backlogAtStart": 50_000,
+        "backlogAtLastTick": 49_750,
+        "plannedPerSecondDuring": 277.8,
+        "plannedPerSecondAfter": 1012.4,
+        "ticksSeen": 10_000,
+    }
+    assert backlog_bench.rows([result]) == [
+        ["PostgreSQL 15.20", "10,000", "50,000", "10,000", "0.12", "0.90", "49,750", "278", "1,012", "met"]
+    ]
+
+
+def test_the_backlog_is_topped_up_by_what_the_planner_drains_before_the_slot_starts():
+    # 1,000 a second for the last 1.7 s (the quiet 1.5 s and one look): 1,700 more than the gap.
+    assert backlog_bench.top_up(50_000, 49_000, 1000.0, 10.0) == 2_700
+    assert backlog_bench.top_up(50_000, 49_000, 1000.0, 1.6) == 2_600
+    assert backlog_bench.top_up(50_000, 55_000, 1000.0, 10.0) == 0
+    assert backlog_bench.top_up(50_000, 50_000, -20.0, 5.0) == 0
