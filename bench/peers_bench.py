@@ -269,9 +269,10 @@ def main(argv: list[str] | None = None) -> None:
                     results.append(r)
                     versions[database] = r["database"]
                     packages.update(r.get("versions", {}))
+                    sent = f" (every task sent after {number(r['sentSeconds'])} s)" if "sentSeconds" in r else ""
                     print(
                         f"  {SYSTEMS[system]}, {r['database']}, {loops:,} loops, round {round_}: "
-                        f"burst {number(r['burstSeconds'])} s, idle {number(r['idleMilliseconds'])} ms",
+                        f"burst {number(r['burstSeconds'])} s{sent}, idle {number(r['idleMilliseconds'])} ms",
                         file=sys.stderr,
                         flush=True,
                     )
