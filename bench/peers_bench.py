@@ -26,8 +26,9 @@ durably recorded as fired; the table gives the median of the rounds.
 The peers run in their own virtualenv, ``var/bench-peers-venv/``, made from
 ``bench/requirements-peers.txt`` on first use and again only when that file changes; the
 project's ``.venv`` never holds them. Prints a table of the figures and their ratios
-(peer ÷ this runtime), a table of the statements, the machine (nproc, load average,
-databases, Python) and the peers' package versions (issue 12, item 8).
+(peer ÷ this runtime), a table of the statements, the load average at the start, the
+machine at the end (nproc, load average, databases, Python) and the peers' package
+versions (issue 12, item 8).
 
     .venv/bin/python bench/peers_bench.py [--loops 100,1000,10000] [--databases sqlite,postgresql]
         [--postgres-url postgres://postgres@127.0.0.1:5432/postgres] [--repeat 3]
@@ -260,6 +261,7 @@ def run_child(system: str, database: str, loops: int, args: argparse.Namespace, 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     python = peers_python()
+    load_at_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     results, versions, packages = [], {}, {}
     for database in args.databases:
         for loops in args.loops:
@@ -280,6 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(statements_table(results, versions))
     print()
+    print(f"load average at the start: {load_at_start}")
     print(machine_line(", ".join(versions[d] for d in args.databases)))
     print("peers: " + ", ".join(f"{name} {version}" for name, version in packages.items()))
 
