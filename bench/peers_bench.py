@@ -271,7 +271,9 @@ def main(argv: list[str] | None = None) -> None:
                     results.append(r)
                     versions[database] = r["database"]
                     packages.update(r.get("versions", {}))
-                    sent = f" (every task sent after {number(r['sentSeconds'])} s)" if "sentSeconds" in r else ""
+                    sent = ""
+                    if "sentSeconds" in r:
+                        sent = f" (every task sent after {number(r['sentSeconds'])} s, {r['sends']:,} sends)"
                     print(
                         f"  {SYSTEMS[system]}, {r['database']}, {loops:,} loops, round {round_}: "
                         f"burst {number(r['burstSeconds'])} s{sent}, idle {number(r['idleMilliseconds'])} ms",

@@ -132,17 +132,20 @@ def celery_beat(loops: int, url: str) -> dict:
     statements = Counter()
     with connection.execute_wrapper(statements):
         start = time.perf_counter()
-        while len(sent) < loops:
+        # Until each task has been sent once: a burst longer than the interval sends the
+        # first tasks again (their next interval) before the last is sent.
+        while len(set(sent)) < loops:
             if scheduler.tick() > 0:
                 raise SystemExit(
-                    f"celery-beat {loops}: the scheduler would sleep with {loops - len(sent)} tasks unsent"
+                    f"celery-beat {loops}: the scheduler would sleep with {loops - len(set(sent))} tasks unsent"
                 )
         sent_s = time.perf_counter() - start
         scheduler.sync()
         burst_s = time.perf_counter() - start
     burst_statements = statements.total
-    stored = PeriodicTask.objects.filter(last_run_at__gte=due_at, total_run_count=1).count()
-    if len(set(sent)) != loops or stored != loops:
+    sends = len(sent)
+    stored = PeriodicTask.objects.filter(last_run_at__gte=due_at, total_run_count__gte=1).count()
+    if stored != loops:
         raise SystemExit(f"celery-beat {loops}: {len(set(sent))} sent, {stored} stored")
 
     samples, statements = [], Counter()
@@ -151,7 +154,7 @@ def celery_beat(loops: int, url: str) -> dict:
             start = time.perf_counter()
             delay = scheduler.tick()
             samples.append(time.perf_counter() - start)
-            if delay <= 0 or len(sent) != loops:
+            if delay <= 0 or len(sent) != sends:
                 raise SystemExit(f"celery-beat {loops}: an idle tick sent a task")
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
@@ -164,6 +167,7 @@ def celery_beat(loops: int, url: str) -> dict:
         "database": database,
         "burstSeconds": burst_s,
         "sentSeconds": sent_s,
+        "sends": sends,
         "burstStatements": burst_statements,
         "idleMilliseconds": statistics.median(samples) * 1000,
         "idleStatements": statements.total / IDLE_SAMPLES,
