@@ -123,8 +123,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def number(value: float) -> str:
-    """Three significant figures, grouped: ``0.0213`` → ``0.021``, ``103.4`` → ``103``, ``1234.5`` → ``1,235``."""
+def number(value: float | None) -> str:
+    """Three significant figures, grouped: ``0.0213`` → ``0.021``, ``103.4`` → ``103``, ``1234.5`` → ``1,235``;
+    ``—`` for no figure (an idle iteration after a burst longer than the interval)."""
+    if value is None:
+        return "—"
     if value >= 100:
         return f"{value:,.0f}"
     if value >= 10:
@@ -134,9 +137,14 @@ def number(value: float) -> str:
     return f"{value:.3f}"
 
 
-def ratio(peer: float, runtime: float) -> str:
-    """``peer ÷ runtime`` as ``7.4×``: whole above 10, two significant figures below 1; ``—`` when runtime is 0."""
-    if runtime <= 0:
+def number_or_dash(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def ratio(peer: float | None, runtime: float | None) -> str:
+    """``peer ÷ runtime`` as ``7.4×``: whole above 10, two significant figures below 1; ``—`` when
+    either has no figure or runtime is 0."""
+    if peer is None or runtime is None or runtime <= 0:
         return "—"
     value = peer / runtime
     if value >= 10:
@@ -147,13 +155,14 @@ def ratio(peer: float, runtime: float) -> str:
 
 
 def medians(results: list[dict]) -> dict[tuple[str, int, str], dict]:
-    """The rounds' results by (database key, loops, system) → median burst s, idle ms and statements."""
+    """The rounds' results by (database key, loops, system) → median burst s, idle ms and statements;
+    an idle figure is ``None`` when a round had none (its burst outlasted the interval)."""
     grouped: dict[tuple[str, int, str], list[dict]] = {}
     for r in results:
         grouped.setdefault((r["databaseKey"], r["loops"], r["system"]), []).append(r)
     return {
         key: {
-            field: statistics.median(r[field] for r in rounds)
+            field: None if any(r[field] is None for r in rounds) else statistics.median(r[field] for r in rounds)
             for field in ("burstSeconds", "idleMilliseconds", "burstStatements", "idleStatements")
         }
         for key, rounds in grouped.items()
@@ -195,7 +204,7 @@ def statements_table(results: list[dict], versions: dict[str, str]) -> str:
         row = [versions.get(database, DATABASES[database]), f"{loops:,}"]
         for system in SYSTEMS:
             figures = by_key[(database, loops, system)]
-            row += [f"{figures['burstStatements'] / loops:.2f}", f"{figures['idleStatements']:g}"]
+            row += [f"{figures['burstStatements'] / loops:.2f}", number_or_dash(figures["idleStatements"])]
         rows.append(row)
     return table(headers, rows)
 

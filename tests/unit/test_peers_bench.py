@@ -69,7 +69,14 @@ def test_numbers_keep_three_significant_figures(peers_bench, value, text):
 
 @pytest.mark.parametrize(
     "peer, runtime, text",
-    [(103.0, 13.9, "7.4×"), (1.41, 0.054, "26×"), (2140.0, 2.0, "1,070×"), (0.856, 19.5, "0.044×"), (1.0, 0.0, "—")],
+    [
+        (103.0, 13.9, "7.4×"),
+        (1.41, 0.054, "26×"),
+        (2140.0, 2.0, "1,070×"),
+        (0.856, 19.5, "0.044×"),
+        (1.0, 0.0, "—"),
+        (None, 4.5, "—"),
+    ],  # fmt: skip
 )
 def test_ratios_are_peer_over_this_runtime(peers_bench, peer, runtime, text):
     assert peers_bench.ratio(peer, runtime) == text
@@ -113,3 +120,17 @@ def test_the_statements_table_counts_per_due_loop(peers_bench):
     assert [cell.strip() for cell in lines[2].strip("| ").split("|")] == [
         "SQLite", "100", "0.07", "9", "5.00", "1", "1.02", "2",
     ]  # fmt: skip
+
+
+def test_a_burst_longer_than_the_interval_has_no_idle_figure(peers_bench):
+    rounds = [
+        result("runtime", 10000, 2.26, 4.96, 100, 9),
+        result("celery-beat", 10000, 75.0, None, 50000, None),
+        result("apscheduler", 10000, 21.1, 0.536, 10002, 2),
+    ]
+    row = peers_bench.figures_table(rounds, {}).splitlines()[2]
+    assert [cell.strip() for cell in row.strip("| ").split("|")] == [
+        "SQLite", "10,000", "2.26", "4.96", "75.0", "—", "21.1", "0.536", "33×", "—", "9.3×", "0.11×",
+    ]  # fmt: skip
+    row = peers_bench.statements_table(rounds, {}).splitlines()[2]
+    assert [cell.strip() for cell in row.strip("| ").split("|")][4:6] == ["5.00", "—"]
