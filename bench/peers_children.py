@@ -36,6 +36,7 @@ Statements are counted for both (Django's ``execute_wrapper``; SQLAlchemy's
 
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -100,6 +101,7 @@ def celery_beat(loops: int, url: str) -> dict:
     import django
 
     django.setup()
+    shutil.rmtree(settings_dir)  # the settings module is imported: its file is no longer needed
     from celery import Celery
     from django.core.management import call_command
     from django.db import connection
