@@ -14,11 +14,8 @@ those, so the answer is the one a walk over every loop gives:
 - a loop can be **late** (``ops.web.badges.is_late``) only when its current slot is due and
   unfired, or its last tick was admitted more than the grace after its slot.
 
-``loop_index`` keeps the registry's loop names in the orders pages need, computed once per
-registry in force.
 """
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
@@ -29,42 +26,11 @@ from runtime.models import Proposal, ProposalStatus
 from runtime.registry import Registry
 
 from .models import KeyedSchedule, ScheduleState
+from .names import loop_index
 from .overview import KeyedCounts, expected_by
 
 #: The ``ScheduleState`` fields the judgements read, fetched as named tuples.
 STATE_ROW = ("loop", "last_slot", "last_event_id", "last_tick_at", "enabled", "enabled_since")
-
-
-@dataclass(frozen=True)
-class LoopIndex:
-    """A registry's loop names, each tuple by name: every loop, the enabled and the disabled
-    ones, and the enabled keyed ones."""
-
-    names: tuple[str, ...]
-    enabled: tuple[str, ...]
-    disabled: tuple[str, ...]
-    keyed: tuple[str, ...]
-
-
-_indexes: dict[str, tuple[Registry, LoopIndex]] = {}
-
-
-def loop_index(registry: Registry) -> LoopIndex:
-    """The ``LoopIndex`` of ``registry``, sorted once for the registry in force (a new
-    registry, after a reload, is sorted again)."""
-    cached = _indexes.get("registry")
-    if cached is not None and cached[0] is registry:
-        return cached[1]
-    names = tuple(sorted(registry.loops))
-    loops = registry.loops
-    index = LoopIndex(
-        names=names,
-        enabled=tuple(name for name in names if loops[name].enabled),
-        disabled=tuple(name for name in names if not loops[name].enabled),
-        keyed=tuple(name for name in names if loops[name].enabled and loops[name].keyed is not None),
-    )
-    _indexes["registry"] = (registry, index)
-    return index
 
 
 def due_states(*, due_by: datetime) -> dict:
