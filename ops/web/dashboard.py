@@ -5,7 +5,7 @@ A page costs the same number of queries whatever the number of loops: the doctor
 document (``ops.doctor.collect_status``, a constant number), the late loops
 (``ops.web.badges.late_loops``), then only the page's loops through ``schedules_overview``
 and the pending count. The ordering is arithmetic on the loops in question only: the
-problems are sorted, the rest is the registry's names in order (``schedules.findings.loop_index``),
+problems are sorted, the rest is the registry's names in order (``schedules.names.loop_index``),
 walked up to the page.
 """
 
