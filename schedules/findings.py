@@ -19,7 +19,7 @@ those, so the answer is the one a walk over every loop gives:
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import DurationField, ExpressionWrapper, F, Min, Q
+from django.db.models import F, FloatField, Func, Min, Q
 
 from lib.instants import format_instant
 from runtime.models import Proposal, ProposalStatus
@@ -40,12 +40,40 @@ def due_states(*, due_by: datetime) -> dict:
     return {row.loop: row for row in rows.order_by().values_list(*STATE_ROW, named=True)}
 
 
+class SecondsBetween(Func):
+    """``end - start`` of two instants in seconds, a float, computed by the database's own
+    arithmetic: on SQLite ``julianday``, not Django's datetime arithmetic, which calls back
+    into Python for every row."""
+
+    arity = 2
+    output_field = FloatField()
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return super().as_sql(
+            compiler,
+            connection,
+            template="((julianday(%(expressions)s)) * 86400.0)",
+            arg_joiner=") - julianday(",
+            **extra,
+        )
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return super().as_sql(
+            compiler, connection, template="EXTRACT(EPOCH FROM (%(expressions)s))", arg_joiner=" - ", **extra
+        )
+
+
+#: How much shorter than the grace a lag ``ticked_late_states`` lets through: the database's
+#: float arithmetic must not drop a tick a microsecond over it; ``is_late`` judges exactly.
+LAG_MARGIN_SECONDS = 0.5
+
+
 def ticked_late_states(*, grace: timedelta) -> dict:
-    """The enabled states whose last tick was admitted more than ``grace`` after its slot, by
-    loop, as named tuples of ``STATE_ROW``. One query over the states (a comparison per row,
-    in the database)."""
-    lag = ExpressionWrapper(F("last_tick_at") - F("last_slot"), output_field=DurationField())
-    rows = ScheduleState.objects.alias(lag=lag).filter(enabled=True, lag__gt=grace)
+    """The enabled states whose last tick was admitted more than ``grace`` after its slot (and a
+    few just under it: ``LAG_MARGIN_SECONDS``), by loop, as named tuples of ``STATE_ROW``. One
+    query over the states, a comparison per row in the database."""
+    lag = SecondsBetween(F("last_tick_at"), F("last_slot"))
+    rows = ScheduleState.objects.alias(lag=lag).filter(enabled=True, lag__gt=grace.total_seconds() - LAG_MARGIN_SECONDS)
     return {row.loop: row for row in rows.order_by().values_list(*STATE_ROW, named=True)}
 
 
