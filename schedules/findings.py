@@ -17,6 +17,7 @@ those, so the answer is the one a walk over every loop gives:
 """
 
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from django.db import connection
 from django.db.models import F, FloatField, Func, Min, Q
@@ -28,7 +29,10 @@ from runtime.registry import Registry
 from .models import KeyedSchedule, ScheduleState
 from .names import loop_index
 from .overview import KeyedCounts, expected_by
+from .rows import state_rows
 
+#: ``format_instant`` memoised: where many loops stopped together, their instants repeat.
+_format = lru_cache(maxsize=4096)(format_instant)
 #: The ``ScheduleState`` fields the judgements read, fetched as named tuples.
 STATE_ROW = ("loop", "last_slot", "last_event_id", "last_tick_at", "enabled", "enabled_since")
 
@@ -37,7 +41,7 @@ def due_states(*, due_by: datetime) -> dict:
     """The enabled states whose next slot is due at ``due_by`` (``next_due`` at or before it, or
     null), by loop, as named tuples of ``STATE_ROW``. One query (``schedule_next_due_idx``)."""
     rows = ScheduleState.objects.filter(Q(next_due__isnull=True) | Q(next_due__lte=due_by), enabled=True)
-    return {row.loop: row for row in rows.order_by().values_list(*STATE_ROW, named=True)}
+    return {row.loop: row for row in state_rows(rows.order_by(), STATE_ROW)}
 
 
 class SecondsBetween(Func):
@@ -74,7 +78,7 @@ def ticked_late_states(*, grace: timedelta) -> dict:
     query over the states, a comparison per row in the database."""
     lag = SecondsBetween(F("last_tick_at"), F("last_slot"))
     rows = ScheduleState.objects.alias(lag=lag).filter(enabled=True, lag__gt=grace.total_seconds() - LAG_MARGIN_SECONDS)
-    return {row.loop: row for row in rows.order_by().values_list(*STATE_ROW, named=True)}
+    return {row.loop: row for row in state_rows(rows.order_by(), STATE_ROW)}
 
 
 def keyed_next_due(names: tuple[str, ...]) -> dict[str, datetime]:

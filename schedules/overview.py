@@ -27,6 +27,7 @@ from runtime.registry import Loop, Registry
 from .keyed import Row
 from .models import KeyedSchedule, ScheduleState
 from .names import loop_index
+from .rows import state_rows
 from .ticks import is_fresh
 
 #: An enabled loop with no admitted tick for more than this many intervals has stopped
@@ -255,7 +256,7 @@ def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | 
     states_qs: QuerySet = ScheduleState.objects.all()
     if names is not None:
         states_qs = states_qs.filter(loop__in=names)
-    states = {state.loop: state for state in _with_keyed_counts(states_qs, loops).values_list(*STATE_FIELDS, named=True)}
+    states = {state.loop: state for state in state_rows(_with_keyed_counts(states_qs, loops), STATE_FIELDS)}
     ticks_qs = Event.objects.filter(uid__in=states_qs.exclude(last_event_id="").values("last_event_id"))
     ticks = {
         row["uid"]: row
