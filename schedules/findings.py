@@ -108,8 +108,8 @@ def stopped_schedules(registry: Registry, *, now: datetime) -> list[dict]:
             found.append(
                 {
                     "loop": name,
-                    "lastTickAt": format_instant(state.last_tick_at) if state.last_tick_at else None,
-                    "expectedBy": format_instant(deadline),
+                    "lastTickAt": _format(state.last_tick_at) if state.last_tick_at else None,
+                    "expectedBy": _format(deadline),
                 }
             )
     return found
