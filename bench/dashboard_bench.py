@@ -44,7 +44,8 @@ def build_registry(root: Path, loops: int) -> tuple[Path, Path]:
 
 
 def fill_database(loops: int) -> None:
-    """Per loop: one tick of 21:00 planned PROPOSED, its pending proposal and its state (every tenth admitted 9 s late)."""
+    """Per loop: one tick of 21:00 planned PROPOSED, its pending proposal and its state as the slot
+    loop leaves it, next due 22:00 (every tenth admitted 9 s late)."""
     from lib.instants import format_instant
     from runtime.models import Door, Event, PlanningOutcome, Proposal
     from runtime.registry import store
@@ -69,7 +70,7 @@ def fill_database(loops: int) -> None:
         ], batch_size=1000)
         ScheduleState.objects.bulk_create([
             ScheduleState(loop=name, last_slot=SLOT, last_event_id=uid.format(name), last_tick_at=admitted[name],
-                          enabled=True, enabled_since=SLOT - timedelta(days=1))
+                          enabled=True, enabled_since=SLOT - timedelta(days=1), next_due=SLOT + timedelta(hours=1))
             for name in names
         ], batch_size=1000)
     SlotLoopStatus.objects.create(name="slot-loop", last_iteration_at=NOW, pid=1, host="bench")

@@ -1,8 +1,9 @@
 """The doctor: the ``GET /status`` document and its anomalies (docs/design.md §10, §11; docs/schedules.md).
 
 ``status_document`` is pure: it takes ``now`` and rows already read. ``collect_status``
-reads them (a constant number of queries, through ``schedules_overview``) and is what
-``GET /status`` and ``manage.py doctor`` call, so both say the same thing.
+reads them — a constant number of queries, each narrowed by the database to the rows in
+question (``schedules.findings``), so its cost follows the anomalies, not the loops — and
+is what ``GET /status`` and ``manage.py doctor`` call, so both say the same thing.
 
 The anomalies, each named in ``anomalies`` when it stands:
 
@@ -29,8 +30,8 @@ from django.db.models import Count
 from lib.instants import format_instant
 from runtime.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from runtime.registry import Registry, RegistryError, RegistryInvalid, store
+from schedules.findings import pile_ups, stopped_schedules
 from schedules.models import SlotLoopStatus
-from schedules.overview import LoopView, schedules_overview
 from schedules.repair import future_last_slots
 
 from .doctor_checks import (
@@ -55,18 +56,19 @@ def status_document(
     now: datetime,
     registry: Registry | None,
     registry_errors: list[RegistryError],
-    views: list[LoopView],
+    stopped: list[dict],
+    pileups: list[dict],
     last_iteration_at: datetime | None,
     runs: dict[str, int],
-    pileup_threshold: int,
     findings: dict[str, list] | None = None,
     processes: list[dict] | None = None,
 ) -> dict:
     """The ``/status`` document at ``now``. Pure.
 
     ``registry`` is the registry in force (None when none ever loaded); ``registry_errors``
-    the errors of the newest load of the files on disk; ``views`` the loops as
-    ``schedules_overview`` sees them; ``last_iteration_at`` the slot loop's last completed
+    the errors of the newest load of the files on disk; ``stopped`` the stopped loops
+    (``[{loop, lastTickAt, expectedBy}]``, ``schedules.findings.stopped_schedules``) and
+    ``pileups`` the watched loops piling up (``[{loop, pending}]``, ``pile_ups``); ``last_iteration_at`` the slot loop's last completed
     iteration (None: it never ran); ``runs`` ``{"queued": n, "running": n}`` (running counts claimed runs too);
     ``findings`` the lists of ``FINDINGS`` by key (``ops.doctor_checks``), each an anomaly when
     not empty; ``processes`` the processes seen recently. ``ok`` is true exactly when
@@ -75,15 +77,6 @@ def status_document(
     findings = {key: (findings or {}).get(key, []) for key in FINDINGS}
     age = (now - last_iteration_at).total_seconds() if last_iteration_at is not None else None
     turning = age is not None and age <= SLOT_LOOP_STALE_SECONDS
-    stopped = [
-        {"loop": v.loop.name, "lastTickAt": format_instant(v.last_tick_at) if v.last_tick_at else None,
-         "expectedBy": format_instant(v.expected_by)}
-        for v in views if v.stopped
-    ]
-    pileups = [
-        {"loop": v.loop.name, "pending": v.pending_proposals}
-        for v in views if v.loop.approval == "watched" and v.pending_proposals > pileup_threshold
-    ]
     anomalies = [
         name for name, present in (
             ("slotLoopStale", not turning),
@@ -124,7 +117,8 @@ def collect_status(*, now: datetime) -> dict:
         registry = store.current()
     except RegistryInvalid:
         registry = None
-    views = schedules_overview(registry, now=now) if registry else []
+    stopped = stopped_schedules(registry, now=now) if registry else []
+    pileups = pile_ups(registry, threshold=settings.FACTORY_PILEUP_THRESHOLD) if registry else []
     status = SlotLoopStatus.objects.filter(name=LOOP_NAME).values_list("last_iteration_at", flat=True).first()
     # Only active runs are counted: the partial indexes run_queued_idx and run_leased_idx
     # cover them, so the count does not grow with the history of finished runs.
@@ -148,10 +142,10 @@ def collect_status(*, now: datetime) -> dict:
         now=now,
         registry=registry,
         registry_errors=store.problems(),
-        views=views,
+        stopped=stopped,
+        pileups=pileups,
         last_iteration_at=status,
         runs=runs,
-        pileup_threshold=settings.FACTORY_PILEUP_THRESHOLD,
         findings=findings,
         processes=processes,
     )

@@ -3,6 +3,8 @@
 
 from lib.text_table import format_table
 
+from .paging import PAGE_SIZE
+
 
 def _outcome_text(outcome: dict | None) -> str:
     if outcome is None:
@@ -31,6 +33,22 @@ def list_text(items: list[dict]) -> str:
         str(item["pendingProposals"]), "STOPPED" if item["stopped"] else "-",
     ] for item in items]
     return format_table(headers, rows)
+
+def page_text(document: dict) -> str:
+    """One page of ``schedule list`` (``{count, page, pageSize, results}``): the table, then —
+    when the loops do not all fit on it — which of them it shows and how many more follow
+    (a page is never past the last: the command refuses that)."""
+    items, count, page, size = document["results"], document["count"], document["page"], document["pageSize"]
+    text = list_text(items)
+    if page == 1 and len(items) == count:
+        return text
+    first = (page - 1) * size + 1
+    shown = f"loops {first}-{first + len(items) - 1} of {count} by name"
+    more = count - (first - 1) - len(items)
+    if more > 0:
+        shown += f"; {more} more: schedule list --page {page + 1}" + (f" --page-size {size}" if size != PAGE_SIZE else "")
+    return f"{text}\n{shown}"
+
 
 def show_text(document: dict) -> str:
     fields = [

@@ -9,17 +9,19 @@ from django.http import HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from rest_framework import exceptions
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
 from runtime import clock
 from runtime.registry import store
-from schedules.overview import schedules_overview
+from schedules.overview import schedules_overview, schedules_page
 
 from .api.openapi import metrics_read, schedules_read, status_read
 from .auth import AUTHENTICATION_CLASSES, TokenOrStaff
 from .doctor import collect_status
 from .metrics import database_collector
 from .metrics_intake import intake_registry
+from .paging import page_request
 
 
 class ReadView(APIView):
@@ -49,13 +51,33 @@ class ReadView(APIView):
 
 
 class SchedulesView(ReadView):
-    """Every effective loop, as ``schedule list --json``."""
+    """Every effective loop, as ``schedule list --json``; with ``?page=`` or ``?pageSize=``, one
+    page of them by name, ``{count, next, previous, results}`` as the approval API pages
+    (docs/schedules.md, "Paging")."""
 
     @schedules_read
     def get(self, request):
+        paging = page_request(request.query_params)
         store.refresh()
-        views = schedules_overview(store.current(), now=clock.database_now())
-        return Response([view.as_json() for view in views])
+        registry, now = store.current(), clock.database_now()
+        if paging is None:
+            return Response([view.as_json() for view in schedules_overview(registry, now=now)])
+        number, size = paging
+        views, count = schedules_page(registry, now=now, offset=(number - 1) * size, limit=size)
+        last = max(1, -(-count // size))
+        if number > last:
+            raise exceptions.NotFound(f"there is no page {number}: {count} loop(s) make {last} page(s) of {size}")
+        url = request.build_absolute_uri()
+        previous = None
+        if number > 1:
+            # As the approval API: the first page's link has no ?page=.
+            previous = replace_query_param(url, "page", number - 1) if number > 2 else remove_query_param(url, "page")
+        return Response({
+            "count": count,
+            "next": replace_query_param(url, "page", number + 1) if number < last else None,
+            "previous": previous,
+            "results": [view.as_json() for view in views],
+        })
 
 
 class StatusView(ReadView):

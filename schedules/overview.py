@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Protocol
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Case, Count, Min, OuterRef, QuerySet, Subquery, When
 
 from lib.calendar import loop_rule
@@ -25,6 +26,8 @@ from runtime.registry import Loop, Registry
 
 from .keyed import Row
 from .models import KeyedSchedule, ScheduleState
+from .names import loop_index
+from .rows import state_rows
 from .ticks import is_fresh
 
 #: An enabled loop with no admitted tick for more than this many intervals has stopped
@@ -249,13 +252,11 @@ def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | 
     tick's admission transaction, docs/design.md §5); those ticks' runs; the pending proposals
     counted per loop.
     """
-    loops = [registry.loops[name] for name in sorted(names if names is not None else registry.loops)]
+    loops = [registry.loops[name] for name in (sorted(names) if names is not None else loop_index(registry).names)]
     states_qs: QuerySet = ScheduleState.objects.all()
-    pending_qs: QuerySet = Proposal.objects.filter(status=ProposalStatus.PENDING, loop__isnull=False)
     if names is not None:
         states_qs = states_qs.filter(loop__in=names)
-        pending_qs = pending_qs.filter(loop__in=names)
-    states = {state.loop: state for state in _with_keyed_counts(states_qs, loops).values_list(*STATE_FIELDS, named=True)}
+    states = {state.loop: state for state in state_rows(_with_keyed_counts(states_qs, loops), STATE_FIELDS)}
     ticks_qs = Event.objects.filter(uid__in=states_qs.exclude(last_event_id="").values("last_event_id"))
     ticks = {
         row["uid"]: row
@@ -265,7 +266,7 @@ def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | 
         row["event_id"]: row
         for row in Run.objects.filter(event_id__in=ticks_qs.values("id")).values("event_id", "status", "outcome", "reason")
     }
-    pending = dict(pending_qs.order_by().values_list("loop").annotate(count=Count("id")))
+    pending = pending_counts(names)
     views = []
     for loop in loops:
         state = states.get(loop.name)
@@ -273,6 +274,34 @@ def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | 
         run = runs.get(tick["id"]) if tick else None
         views.append(loop_view(loop, state, tick, run, pending.get(loop.name, 0), now))
     return views
+
+
+def schedules_page(registry: Registry, *, now: datetime, offset: int, limit: int) -> tuple[list[LoopView], int]:
+    """The loops from position ``offset`` (from 0), at most ``limit``, by name, and how many
+    loops there are. The page's names are a slice of ``loop_index``; only their rows are read
+    (``schedules_overview``'s four queries, none for an empty page)."""
+    names = loop_index(registry).names
+    page = list(names[offset:offset + limit])
+    return (schedules_overview(registry, now=now, names=page) if page else []), len(names)
+
+
+def pending_counts(names: list[str] | None) -> dict[str, int]:
+    """The pending proposals of each loop (of ``names``, or of every loop) that has any. One
+    query on ``proposal_pending_idx``: 'pending' is a literal, as the index states it, because
+    SQLite uses a partial index only when the query repeats its condition, which a bound
+    parameter never does."""
+    quote = connection.ops.quote_name
+    table, loop = quote(Proposal._meta.db_table), quote("loop")
+    sql = f"SELECT {loop}, COUNT(*) FROM {table} WHERE status = '{ProposalStatus.PENDING.value}' AND {loop} IS NOT NULL"
+    params: list[str] = []
+    if names is not None:
+        if not names:
+            return {}
+        sql += f" AND {loop} IN ({', '.join(['%s'] * len(names))})"
+        params = list(names)
+    with connection.cursor() as cursor:
+        cursor.execute(sql + f" GROUP BY {loop}", params)
+        return dict(cursor.fetchall())
 
 
 def _with_keyed_counts(states: QuerySet, loops: list[Loop]) -> QuerySet:

@@ -157,10 +157,24 @@ run_close = decision(
 )
 unknown_route = extend_schema(exclude=True)
 
+SCHEDULES_PAGE = [
+    OpenApiParameter("page", {"type": "integer", "minimum": 1, "maximum": 10**9},
+                     description="one page of the loops by name, from 1; past the last page is 404 `not_found`"),
+    OpenApiParameter("pageSize", {"type": "integer", "minimum": 1, "maximum": 500},
+                     description="loops per page: default 50, at most 500"),
+]
 schedules_read = extend_schema(
     operation_id="schedules_read", summary="The effective loops, as `schedule list --json` (docs/schedules.md)", tags=["operations"],
-    responses={200: OpenApiResponse({"type": "array", "items": {"type": "object"}},
-                                    description="one item per loop"), **COMMON},
+    parameters=SCHEDULES_PAGE,
+    responses={200: OpenApiResponse({"oneOf": [
+        {"type": "array", "items": {"type": "object"}, "description": "without ?page= or ?pageSize=: every loop"},
+        {"type": "object", "required": ["count", "next", "previous", "results"], "properties": {
+            "count": {"type": "integer"}, "next": {"type": "string", "nullable": True}, "previous": {"type": "string", "nullable": True},
+            "results": {"type": "array", "items": {"type": "object"}},
+        }, "description": "with ?page= or ?pageSize=: one page of loops by name"},
+    ]}, description="one item per loop, or one page of them"), **COMMON,
+        400: refusal("`invalid_parameter`: ?page= or ?pageSize= not a whole number in its range"),
+        404: refusal("`not_found`: a page past the last one")},
 )
 status_read = extend_schema(
     operation_id="status_read", summary="The doctor's document (docs/design.md §11)", tags=["operations"],

@@ -2,22 +2,21 @@
 disabled (docs/web.md, "Status badges"; the anomalies are docs/schedules.md's, "The doctor").
 
 ``loop_badges`` is pure: it takes the doctor's ``/status`` document (``ops.doctor.collect_status``)
-and the late loops (``late_loops``: one query on the schedule states, and one on the keyed
-rows when there are keyed loops), so badges cost the same number of queries for a hundred
-loops as for a hundred thousand.
+and the late loops (``late_loops``: two queries on the schedule states, narrowed to the rows
+that can be late, and one on the keyed rows when there are keyed loops), so badges cost the
+same number of queries for a hundred loops as for a hundred thousand, and a page's badges
+are computed for that page's loops only.
 """
 
 from collections import defaultdict
 from datetime import datetime, timedelta
 from functools import lru_cache
 
-from django.db.models import Min
-
 from lib.calendar import loop_rule
 from lib.slots import slot_floor
 from runtime.models import Run
 from runtime.registry import Loop, Registry
-from schedules.models import KeyedSchedule, ScheduleState
+from schedules.findings import due_states, keyed_next_due, loop_index, ticked_late_states
 
 #: A slot whose tick was admitted more than this many seconds after the slot started (or after
 #: the slot loop first saw the loop enabled, whichever is later), or is still not admitted that
@@ -105,21 +104,14 @@ def is_late(loop: Loop, state, now: datetime, keys_next_due: datetime | None = N
 
 
 def late_loops(registry: Registry, *, now: datetime) -> set[str]:
-    """The names of the registry's late loops at ``now`` (``is_late``). One query on the schedule
-    states, plus one for the keyed loops' earliest due rows (``keyed_due_idx``) when there are any."""
-    states = {
-        row.loop: row
-        for row in ScheduleState.objects.values_list(
-            "loop", "last_slot", "last_tick_at", "enabled", "enabled_since", named=True
-        )
-    }
-    keyed = [name for name, loop in registry.loops.items() if loop.keyed is not None and loop.enabled]
-    due = {}
-    if keyed:
-        due = dict(
-            KeyedSchedule.objects.filter(loop__in=keyed).order_by().values_list("loop").annotate(d=Min("next_due"))
-        )
+    """The names of the registry's late loops at ``now`` (``is_late``). Two queries on the schedule
+    states, narrowed by the database to those that can be late (``schedules.findings``: the
+    current slot due, or the last tick admitted past the grace), plus one for the keyed loops'
+    earliest due rows (``keyed_due_idx``) when there are any."""
+    grace = timedelta(seconds=LATE_AFTER_SECONDS)
+    states = {**ticked_late_states(grace=grace), **due_states(due_by=now - grace)}
+    due = keyed_next_due(loop_index(registry).keyed)
     return {
-        name for name, loop in registry.loops.items()
-        if is_late(loop, states.get(name), now, due.get(name))
+        name for name, state in states.items()
+        if name in registry.loops and is_late(registry.loops[name], state, now, due.get(name))
     }

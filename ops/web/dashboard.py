@@ -4,11 +4,15 @@ banner; it refreshes itself through the table fragment (docs/web.md, "The dashbo
 A page costs the same number of queries whatever the number of loops: the doctor's
 document (``ops.doctor.collect_status``, a constant number), the late loops
 (``ops.web.badges.late_loops``), then only the page's loops through ``schedules_overview``
-and the pending count. The ordering is arithmetic on rows already read.
+and the pending count. The ordering is arithmetic on the loops in question only: the
+problems are sorted, the rest is the registry's names in order (``schedules.names.loop_index``),
+walked up to the page.
 """
 
 import math
 import time
+from collections.abc import Iterable
+from itertools import chain, islice
 
 from django.contrib import admin
 from django.core.paginator import Paginator
@@ -16,7 +20,8 @@ from django.template.response import TemplateResponse
 
 from runtime import clock
 from runtime.models import Proposal, ProposalStatus
-from runtime.registry import RegistryInvalid, store
+from runtime.registry import Registry, RegistryInvalid, store
+from schedules.names import loop_index
 from schedules.overview import schedules_overview
 
 from ..doctor import collect_status
@@ -36,6 +41,36 @@ def refresh_after(elapsed: float) -> int:
     return max(REFRESH_SECONDS, math.ceil(2 * elapsed))
 
 
+class RankedNames:
+    """The loop names in the dashboard's order, as a sequence ``Paginator`` slices: the
+    ``problems`` (already ranked), then the ``enabled`` names not among them, then the
+    ``disabled`` ones (both by name). A slice walks the names up to its end, never sorts them."""
+
+    def __init__(self, problems: list[str], enabled: tuple[str, ...], disabled: tuple[str, ...]):
+        self.problems = problems
+        self.skip = set(problems)
+        self.enabled = enabled
+        self.disabled = disabled
+
+    def __len__(self) -> int:
+        return len(self.problems) + len(self.enabled) - len(self.skip) + len(self.disabled)
+
+    def __getitem__(self, window: slice) -> list[str]:
+        start, stop, _ = window.indices(len(self))
+        ok: Iterable[str] = (name for name in self.enabled if name not in self.skip)
+        return list(islice(chain(self.problems, ok, self.disabled), start, stop))
+
+
+def ranked_names(registry: Registry, flags: dict[str, list[str]], late: set[str]) -> RankedNames:
+    """The loops of ``registry``, problems first (``rank``, then name), then ok, then disabled
+    (docs/web.md, "Status badges"). Only the loops the doctor flags or that are late are
+    ranked one by one."""
+    loops, index = registry.loops, loop_index(registry)
+    problems = [name for name in {*flags, *late} if name in loops and loops[name].enabled]
+    problems.sort(key=lambda name: (rank(loop_badges(loops[name], flags, late)), name))
+    return RankedNames(problems, index.enabled, index.disabled)
+
+
 def dashboard_context(request) -> dict:
     """What the dashboard and its fragment render: ``status`` (the doctor's document), ``banner``,
     ``rows`` (the page's loops, problems first), ``page`` (a Django page of loop names),
@@ -47,14 +82,12 @@ def dashboard_context(request) -> dict:
         registry = store.current()
     except RegistryInvalid:
         registry = None
-    loops = registry.loops if registry else {}
     flags = doctor_flags(status, expired_lease_loops(status))
     late = late_loops(registry, now=now) if registry else set()
-    badges = {name: loop_badges(loop, flags, late) for name, loop in loops.items()}
-    ordered = sorted(loops, key=lambda name: (rank(badges[name]), name))
+    ordered = ranked_names(registry, flags, late) if registry else RankedNames([], (), ())
     page = Paginator(ordered, PAGE_SIZE).get_page(request.GET.get("page"))
     views = {view.loop.name: view for view in schedules_overview(registry, now=now, names=list(page))} if page else {}
-    rows = [_row(views[name], badges[name]) for name in page]
+    rows = [_row(views[name], loop_badges(registry.loops[name], flags, late)) for name in page]
     return {
         "now": now,
         "status": status,

@@ -97,8 +97,9 @@ def test_get_schedules_costs_constant_queries(client, token, registry_files, dja
 @pytest.mark.parametrize("count", [1, 500])
 def test_get_status_costs_constant_queries(client, token, registry_files, django_assert_num_queries, count):
     many_loops(registry_files, count)
-    # Six for the loops and runs, seven for the runs', loops' and clocks' findings (one more,
-    # for stuckLoops, when a loop's last tick found its run in flight: tests/db/test_doctor_findings.py).
-    with django_assert_num_queries(13):
+    # Four for the loops and runs (the due states, the pile-ups, the slot loop's row, the run
+    # counts), seven for the runs', loops' and clocks' findings (one more, for stuckLoops, when a
+    # loop's last tick found its run in flight: tests/db/test_doctor_findings.py).
+    with django_assert_num_queries(11):
         response = client.get("/status", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.json()["runs"] == {"queued": 0, "running": 0}

@@ -73,8 +73,8 @@ def test_each_finding_is_an_anomaly_when_not_empty_in_its_documented_order():
         "interruptedRuns": [], "starvedQueue": [{"loop": "y"}], "stuckLoops": [{"loop": "z"}],
     }
     document = status_document(
-        now=at("2026-11-30T21:00:01Z"), registry=get_registry(), registry_errors=[], views=[],
-        last_iteration_at=at("2026-11-30T21:00:00Z"), runs={"queued": 0, "running": 0}, pileup_threshold=3,
+        now=at("2026-11-30T21:00:01Z"), registry=get_registry(), registry_errors=[], stopped=[], pileups=[],
+        last_iteration_at=at("2026-11-30T21:00:00Z"), runs={"queued": 0, "running": 0},
         findings=findings, processes=[{"role": "worker"}],
     )
     assert document["anomalies"] == ["expiredLeases", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew"]

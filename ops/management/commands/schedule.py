@@ -1,6 +1,9 @@
 """``manage.py schedule``: "is it running, when did it last fire, what happened" (docs/design.md §10; docs/schedules.md).
 
-- ``schedule`` / ``schedule list [--json]``: every effective loop, as ``GET /schedules``;
+- ``schedule`` / ``schedule list [--page N] [--page-size M] [--json]``: the effective loops by
+  name, as ``GET /schedules``: as text ``PAGE_SIZE`` a page with a line saying how many more;
+  ``--json`` every loop, or with ``--page``/``--page-size`` one page ``{count, page, pageSize,
+  results}`` (docs/schedules.md, "Paging");
 - ``schedule show LOOP [--json]``: one loop and its last ten ticks with their outcomes;
 - ``schedule next LOOP [-n K] [--json]``: its next K slots, in UTC and, for a
   time-of-day loop, in its zone; for a keyed loop, the K rows due soonest;
@@ -15,7 +18,7 @@
   would flip it (``ops.earning``; spec §6).
 
 Exit 2 when refused (an unknown loop, a bad or future instant or window, rebuilding a loop
-that is not keyed).
+that is not keyed, a page number or size out of range, a page past the last).
 """
 
 import argparse
@@ -29,20 +32,30 @@ from django.core.management.base import BaseCommand, CommandError
 from lib.cadence import MAX_CADENCE_SECONDS
 from lib.instants import InstantError, format_instant, parse_instant
 from ops.earning import DEFAULT_WINDOW, WindowError, earning_report, window_start
-from ops.schedule_text import list_text, next_keyed_text, next_text, report_text, show_text, tick_text
+from ops.paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, InvalidParameter, whole_number
+from ops.schedule_text import list_text, next_keyed_text, next_text, page_text, report_text, show_text, tick_text
 from ops.slot_loop import iterate
 from runtime import clock
 from runtime.models import Event
 from runtime.registry import RegistryInvalid, store
 from schedules.envelope import tick_envelope
 from schedules.keyed import rebuild
-from schedules.overview import due_keys, next_slots, recent_ticks, schedules_overview
+from schedules.overview import due_keys, next_slots, recent_ticks, schedules_overview, schedules_page
 from schedules.state import read_states
 from schedules.ticks import due_ticks, left_to_the_slot_loop
 
 EXIT_REFUSED = 2
 DEFAULT_NEXT = 5
 MAX_NEXT = 1000
+
+
+def _paging(name: str, high: int):
+    def parse(text: str) -> int:
+        try:
+            return whole_number(text, name, high)
+        except InvalidParameter:
+            raise argparse.ArgumentTypeError(f"a whole number from 1 to {high}") from None
+    return parse
 
 
 def _count(text: str) -> int:
@@ -62,7 +75,13 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
         sub = parser.add_subparsers(dest="action")
         as_json = {"action": "store_true", "default": argparse.SUPPRESS, "help": "print JSON instead of text"}
-        sub.add_parser("list", help="every effective loop (the default)").add_argument("--json", **as_json)
+        listing = sub.add_parser("list", help="the effective loops by name (the default)")
+        listing.add_argument("--page", type=_paging("page", MAX_PAGE), help="the page, from 1 (default 1)")
+        listing.add_argument(
+            "--page-size", type=_paging("page-size", MAX_PAGE_SIZE),
+            help=f"loops a page (default {PAGE_SIZE}, at most {MAX_PAGE_SIZE})",
+        )
+        listing.add_argument("--json", **as_json)
         show = sub.add_parser("show", help="one loop and its last ten ticks")
         show.add_argument("loop")
         show.add_argument("--json", **as_json)
@@ -105,7 +124,7 @@ class Command(BaseCommand):
         store.refresh()
         registry = store.current()
         if action == "list":
-            return self.emit(options, [v.as_json() for v in schedules_overview(registry, now=now)], list_text)
+            return self.listing(options, registry, now)
         if options["loop"] not in registry.loops:
             raise CommandError(
                 f"no loop named {options['loop']!r}; `schedule list` shows the loops", returncode=EXIT_REFUSED
@@ -140,6 +159,21 @@ class Command(BaseCommand):
             zone = ZoneInfo(loop.timezone)
             document.update(timezone=loop.timezone, local=[s.astimezone(zone).isoformat() for s in slots])
         return self.emit(options, document, next_text)
+
+    def listing(self, options, registry, now) -> None:
+        """``schedule list``: text a page at a time; JSON whole unless a page is asked for."""
+        number, size = options.get("page"), options.get("page_size")
+        if options["json"] and number is None and size is None:
+            return self.emit(options, [v.as_json() for v in schedules_overview(registry, now=now)], list_text)
+        number, size = number or 1, size or PAGE_SIZE
+        views, count = schedules_page(registry, now=now, offset=(number - 1) * size, limit=size)
+        last = max(1, -(-count // size))
+        if number > last:
+            raise CommandError(
+                f"there is no page {number}: {count} loop(s) make {last} page(s) of {size}", returncode=EXIT_REFUSED
+            )
+        document = {"count": count, "page": number, "pageSize": size, "results": [v.as_json() for v in views]}
+        return self.emit(options, document, page_text)
 
     def emit(self, options, document, as_text) -> None:
         if options["json"]:
