@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 
 from django.conf import settings
-from django.db.models import Count, DurationField, ExpressionWrapper, F, IntegerField, Min, Sum, Value
+from django.db.models import Count, F, FloatField, Func, IntegerField, Min, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.db.models.lookups import LessThanOrEqual
@@ -75,20 +75,35 @@ def window_start_id(model, field: str, since: datetime) -> int:
     return low
 
 
-def _span(start: str, end: str) -> ExpressionWrapper:
-    """``end - start`` of two instants of a row, a duration."""
-    return ExpressionWrapper(F(end) - F(start), output_field=DurationField())
+class Seconds(Func):
+    """``end - start`` of two instants of a row, in seconds (a float; on SQLite to the
+    millisecond), computed by the database itself: Django's own duration arithmetic on SQLite calls back into Python once
+    a row and a bucket, which made a scrape over 100,000 recent events take 15 s."""
+
+    output_field = FloatField()
+    arity = 2
+
+    def as_sqlite(self, compiler, connection, **extra):
+        # julianday's double carries an instant to about 50 µs: rounded to the millisecond.
+        return self.as_sql(
+            compiler, connection, template="ROUND((julianday(%(expressions)s)) * 86400.0, 3)",
+            arg_joiner=") - julianday(", **extra,
+        )
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return self.as_sql(
+            compiler, connection, template="EXTRACT(EPOCH FROM (%(expressions)s))::float8", arg_joiner=" - ", **extra,
+        )
 
 
 def _histogram_aggregates(start: str, end: str, bounds) -> dict:
-    """``total``, ``spent`` (the sum of ``end - start``) and the conditional counts ``le_<i>`` of
-    the rows whose ``end - start`` is at most each bound: one aggregate query's worth."""
+    """``total``, ``spent`` (the sum of ``end - start``, seconds) and the conditional counts
+    ``le_<i>`` of the rows whose ``end - start`` is at most each bound: one aggregate query."""
     return {
         "total": Count("id"),
-        "spent": Sum(_span(start, end)),
+        "spent": Sum(Seconds(F(end), F(start))),
         **{
-            f"le_{index}": Count("id", filter=LessThanOrEqual(
-                _span(start, end), Value(timedelta(seconds=bound), output_field=DurationField())))
+            f"le_{index}": Count("id", filter=LessThanOrEqual(Seconds(F(end), F(start)), Value(float(bound))))
             for index, bound in enumerate(bounds)
         },
     }
@@ -99,9 +114,7 @@ def _histogram(name: str, documentation: str, row: dict, bounds) -> HistogramMet
     buckets = [(str(float(bound)), row[f"le_{index}"]) for index, bound in enumerate(bounds)]
     buckets.append(("+Inf", row["total"]))
     spent = row["spent"]
-    return HistogramMetricFamily(
-        name, documentation, buckets=buckets, sum_value=spent.total_seconds() if spent is not None else 0.0,
-    )
+    return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=float(spent) if spent is not None else 0.0)
 
 
 def _age(now: datetime, instant: datetime | None) -> float:
