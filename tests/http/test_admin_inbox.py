@@ -90,3 +90,17 @@ def test_deciding_a_proposal_that_is_not_pending_says_so(client, approver, propo
     )
     assert "1 selected proposal(s) were not pending and were left alone." in again.content.decode()
     assert Run.objects.count() == 1
+
+
+def test_the_inbox_has_no_per_loop_filter_links_and_narrows_to_a_loop_by_its_parameter(client, approver, proposals):
+    """The sidebar would list every loop (20,000 links at 20,000 loops): the search box and
+    ``?loop=`` narrow instead."""
+    Proposal.objects.filter(pk=proposals[0].pk).update(loop="another")
+    client.force_login(approver)
+    page = client.get(CHANGELIST)
+    assert page.status_code == 200
+    assert "?loop=" not in page.content.decode()
+    narrowed = client.get(CHANGELIST, {"loop": "reaper"})
+    assert [p.pk for p in narrowed.context["cl"].result_list] == [proposals[1].pk]
+    runs = client.get(reverse("admin:runtime_run_changelist"))
+    assert runs.status_code == 200 and "?loop=" not in runs.content.decode()
