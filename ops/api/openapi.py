@@ -76,13 +76,14 @@ COMMON = {
 }
 NOT_FOUND = {404: refusal("`not_found`: no row of that id")}
 PAGE = [
-    OpenApiParameter("page", {"type": "integer", "minimum": 1},
+    OpenApiParameter("page", {"type": "integer", "minimum": 1, "maximum": 10**9},
                      description="the page, from 1; past the last page is 404 `not_found`"),
-    OpenApiParameter("pageSize", {"type": "integer", "minimum": 1},
-                     description="items per page: default 50, at most 500 (a larger one is 500)"),
+    OpenApiParameter("pageSize", {"type": "integer", "minimum": 1, "maximum": 500},
+                     description="items per page: default 50, at most 500"),
 ]
 BAD_FILTER = {400: refusal("`invalid_filter`: a status not in the enum, or a loop or type with a NUL "
-                           "or longer than its column"),
+                           "or longer than its column; `invalid_parameter`: ?page= or ?pageSize= not a "
+                           "whole number in its range"),
               404: refusal("`not_found`: a page past the last one")}
 NO_NUL = "^[^\\u0000]*$"
 LOOP = OpenApiParameter("loop", {"type": "string", "maxLength": 63, "pattern": NO_NUL}, description="only this loop's")

@@ -26,6 +26,7 @@ from runtime.models import Event, Proposal, ProposalStatus, Run, RunStatus
 from runtime.services.approval import approve_proposal, reject_proposal
 from runtime.services.interrupted import close_run, retry_run
 
+from ..paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, whole_number
 from . import openapi
 from .auth import AUTHENTICATION_CLASSES, MayRead, PersonRequired, token_label
 
@@ -53,11 +54,19 @@ class PayloadTooLarge(exceptions.APIException):
 
 
 class ApiPagination(PageNumberPagination):
-    """``?page=N`` (from 1) and ``?pageSize=M`` (default 50, at most 500); past the last page is 404."""
+    """``?page=N`` (from 1) and ``?pageSize=M`` (default 50, at most 500); past the last page is
+    404. A value that is not a whole number in its range is 400 ``invalid_parameter`` naming
+    it, as ``GET /schedules`` answers (``ops.paging``), never silently replaced."""
 
-    page_size = 50
+    page_size = PAGE_SIZE
     page_size_query_param = "pageSize"
-    max_page_size = 500
+    max_page_size = MAX_PAGE_SIZE
+
+    def paginate_queryset(self, queryset, request, view=None):
+        for name, high in (("page", MAX_PAGE), ("pageSize", MAX_PAGE_SIZE)):
+            if name in request.query_params:
+                whole_number(request.query_params[name], name, high)
+        return super().paginate_queryset(queryset, request, view)
 
 
 class ApiView(GenericAPIView):

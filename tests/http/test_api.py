@@ -74,6 +74,21 @@ def test_lists_are_paged(client, proposals):
         404, {"error": "not_found", "detail": "Invalid page."})
 
 
+@pytest.mark.parametrize(("query", "detail"), [
+    ("pageSize=0", "?pageSize= is a whole number from 1 to 500, not '0'"),
+    ("pageSize=501", "?pageSize= is a whole number from 1 to 500, not '501'"),
+    ("pageSize=abc", "?pageSize= is a whole number from 1 to 500, not 'abc'"),
+    ("pageSize=-3", "?pageSize= is a whole number from 1 to 500, not '-3'"),
+    ("page=0", "?page= is a whole number from 1 to 1000000000, not '0'"),
+    ("page=abc", "?page= is a whole number from 1 to 1000000000, not 'abc'"),
+    ("page=", "?page= is a whole number from 1 to 1000000000, not ''"),
+])
+def test_a_bad_paging_value_is_refused_naming_it_as_schedules_refuses_it(client, proposals, query, detail):
+    for path in ("/api/proposals", "/api/events", "/api/runs"):
+        assert error(client.get(f"{path}?{query}", headers=bearer(SHARED))) == (
+            400, {"error": "invalid_parameter", "detail": detail})
+
+
 def test_lists_filter_by_status_and_loop(client, proposals, approver):
     approve_proposal(proposals[1].pk, user=approver, now=NOW)
     pending = client.get("/api/proposals?status=superseded&loop=reaper", headers=bearer(SHARED)).json()
