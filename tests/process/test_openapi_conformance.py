@@ -97,15 +97,20 @@ class Live:
         return {"Authorization": f"Bearer {token}"}
 
 
-def signed(prepared: requests.PreparedRequest, path: str) -> requests.PreparedRequest:
-    """The doors' signatures over the body exactly as it will be sent (docs/intake.md)."""
+def signed(prepared: requests.PreparedRequest, path: str, generated: dict) -> requests.PreparedRequest:
+    """The doors' signatures over the body exactly as it will be sent (docs/intake.md), in
+    the signature headers the case carries: a negative case that left one out is sent
+    without it, and must be refused for it."""
     body = prepared.body or b""
     body = body.encode("utf-8") if isinstance(body, str) else body
+    present = {name.lower() for name in generated}
     if path == "/events":
         timestamp = str(int(time.time()))
-        prepared.headers["X-Factory-Timestamp"] = timestamp
-        prepared.headers["X-Factory-Signature"] = sign(EVENTS_SECRET, timestamp.encode() + b"." + body)
-    elif path == "/github":
+        if "x-factory-timestamp" in present:
+            prepared.headers["X-Factory-Timestamp"] = timestamp
+        if "x-factory-signature" in present:
+            prepared.headers["X-Factory-Signature"] = sign(EVENTS_SECRET, timestamp.encode() + b"." + body)
+    elif path == "/github" and "x-hub-signature-256" in present:
         prepared.headers["X-Hub-Signature-256"] = sign(GITHUB_SECRET, body)
     return prepared
 
@@ -124,7 +129,7 @@ def answer(live: Live, case, seen: dict) -> None:
     sent = live.credentials(case.path, case.method)
     kwargs = case.as_transport_kwargs(base_url=live.url, headers=sent)
     prepared = signed(live.session.prepare_request(requests.Request(
-        **{key: kwargs[key] for key in REQUEST_KEYS if key in kwargs})), case.path)
+        **{key: kwargs[key] for key in REQUEST_KEYS if key in kwargs})), case.path, case.headers or {})
     response = live.session.send(prepared, timeout=10)
     seen.setdefault(case.path, set()).add(response.status_code)
     # A door refuses an envelope or delivery that fits its shape but not the registry (an
