@@ -22,7 +22,7 @@ from lib.refusals import Refused
 from runtime.models import DOOR_ACTOR, Door, Event
 from runtime.registry import Registry, get_registry
 
-from .bulk_rows import recordset
+from .bulk_rows import recordset, stored_instant
 from .journal import entry_values, record_values
 
 logger = logging.getLogger(__name__)
@@ -231,10 +231,10 @@ def _event_values(envelope: dict, door: Door, now: datetime, postgres: bool) -> 
     tick = door == Door.SCHEDULE and "loop" in payload and "slot" in payload
     return (
         envelope["eventId"], envelope["type"], envelope["source"], envelope["subject"],
-        _stored_instant(envelope["occurredAt"], postgres), envelope["correlationId"], envelope.get("causationId"),
-        payload if postgres else json.dumps(payload), door.value, _adapted_instant(now, postgres),
+        stored_instant(_instant(envelope["occurredAt"])), envelope["correlationId"], envelope.get("causationId"),
+        payload if postgres else json.dumps(payload), door.value, stored_instant(now),
         payload["loop"] if tick else None, payload.get("key") if tick else None,
-        _stored_instant(payload["slot"], postgres) if tick else None, None, None, "",
+        stored_instant(_instant(payload["slot"])) if tick else None, None, None, "",
     )
 
 
@@ -261,21 +261,6 @@ def _insert_new(rows: list[tuple], postgres: bool) -> dict[str, int]:
         return {uid: pk for pk, uid in cursor.fetchall()}
 
 
-@functools.lru_cache(maxsize=4096)
-def _stored_instant(text: str, postgres: bool):
-    """An envelope's instant text in its database form, remembered: the ticks of a burst
-    share their slot and occurredAt."""
-    return _adapted_instant(parse_instant(text), postgres)
-
-
-@functools.lru_cache(maxsize=4096)
-def _adapted_instant(value: datetime, postgres: bool):
-    """An instant's database form (a ``DateTimeField``'s), remembered per backend: a batch
-    shares a few (now, the slots)."""
-    return _INSTANT.get_db_prep_save(value, connection)
-
-
-_INSTANT = Event._meta.get_field("admitted_at")
 
 
 def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | None = None) -> Admission:

@@ -85,7 +85,7 @@ def _preparer(field, postgres: bool):
     value, JSON as text on SQLite and as the document on PostgreSQL (``json_rows``), text,
     numbers and booleans as they are; anything else as its field prepares it."""
     if isinstance(field, models.DateTimeField):
-        return _same if postgres else _sqlite_instant
+        return stored_instant
     if isinstance(field, models.JSONField):
         return _same if postgres else (lambda value: None if value is None else json.dumps(value, cls=field.encoder))
     if isinstance(field, _PLAIN_FIELDS):
@@ -97,10 +97,18 @@ def _same(value):
     return value
 
 
-@functools.lru_cache(maxsize=256)
-def _sqlite_instant(value: datetime | None) -> str | None:
-    """An instant as SQLite stores it, remembered: a batch shares a few (its ``now``)."""
-    return None if value is None else connection.ops.adapt_datetimefield_value(value)
+def stored_instant(value: datetime | None):
+    """An instant as this connection's multi-row statements send it: on SQLite the text a
+    ``DateTimeField`` stores, on PostgreSQL the instant itself (``json_rows`` writes it as
+    ISO text). Remembered per backend: a batch shares a few (its ``now``, its slots)."""
+    return _stored_instant(value, connection.vendor)
+
+
+@functools.lru_cache(maxsize=4096)
+def _stored_instant(value: datetime | None, vendor: str):
+    if value is None or vendor == "postgresql":
+        return value
+    return connection.ops.adapt_datetimefield_value(value)
 
 
 _PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField, models.ForeignKey)

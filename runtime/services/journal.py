@@ -1,6 +1,5 @@
 """Writing the append-only journal (docs/design.md §9)."""
 
-import functools
 import json
 import sqlite3
 from datetime import datetime
@@ -9,7 +8,7 @@ from django.db import connection
 
 from runtime.models import Actor, Event, JournalEntry, Proposal, Run
 
-from .bulk_rows import recordset
+from .bulk_rows import recordset, stored_instant
 
 #: Most entries one ``INSERT … VALUES`` of ``record_values`` carries: 8 parameters a row
 #: keeps a statement at 8,000, under SQLite's 32,766 and PostgreSQL's 65,535.
@@ -103,7 +102,7 @@ def entry_values(
     A row stored from it equals the one ``entry(…).save()`` stores."""
     postgres = connection.vendor == "postgresql"
     return (
-        _adapted_instant(at, connection.vendor), action, str(actor), actor_name, event_id, proposal_id, run_id,
+        stored_instant(at), action, str(actor), actor_name, event_id, proposal_id, run_id,
         (data or {}) if postgres else json.dumps(data or {}),
     )
 
@@ -139,14 +138,6 @@ def record_values(rows: list[tuple]) -> int:
 #: The columns ``record_values`` writes, the order of ``entry_values``' tuples: every
 #: concrete field but the generated id.
 COLUMNS = tuple(field.column for field in JournalEntry._meta.concrete_fields if not field.primary_key)
-_AT = JournalEntry._meta.get_field("at")
-
-
-@functools.lru_cache(maxsize=1024)
-def _adapted_instant(value: datetime, vendor: str):
-    """The journal's database form of an instant, remembered per backend: a batch's
-    entries share a few instants (its ``now``)."""
-    return _AT.get_db_prep_save(value, connection)
 
 
 def _chunk_rows() -> int:
