@@ -2,26 +2,29 @@
 
 ``receive_github_delivery`` is what ``POST /github`` does after the signature and the body
 checks, and what ``inject --github-event`` does with no signature: translate with the
-repos in force, then admit through ``admit_event``. The door differs, nothing else.
+repos in force, then admit through ``admit_at_door`` (grouped with the process's other
+admissions at that moment). The door differs, nothing else.
 """
 
 import logging
 from datetime import datetime
 
+from intake.door_admission import DoorAdmission, admit_at_door
 from intake.github import Ignored, Malformed, Translated, translate_delivery
 from runtime.models import Door
 from runtime.registry import get_registry
-from runtime.services.admission import Admission, AdmissionRefused, admit_event
+from runtime.services.admission import AdmissionRefused
 
 logger = logging.getLogger(__name__)
 
 
 def receive_github_delivery(
     kind: str | None, delivery_id: str | None, payload, *, door: Door, now: datetime
-) -> Admission | Ignored | Malformed:
-    """Translate one parsed GitHub delivery and admit it through ``door`` at ``now`` (aware UTC).
+) -> DoorAdmission | Ignored | Malformed:
+    """Translate one parsed GitHub delivery at ``now`` (aware UTC: the fallback occurredAt)
+    and admit it through ``door``.
 
-    Returns the ``Admission`` (admitted or duplicate), the ``Ignored`` reason, or
+    Returns the ``DoorAdmission`` (admitted or duplicate), the ``Ignored`` reason, or
     ``Malformed`` with ``[{code, detail}]`` — a translation refusal or the admission's own
     (``invalid_payload`` and the like, which a correct translation never produces).
     """
@@ -42,7 +45,7 @@ def receive_github_delivery(
         return result
     assert isinstance(result, Translated)
     try:
-        return admit_event(result.envelope, door=door, now=now, registry=registry)
+        return admit_at_door(result.envelope, door=door, registry=registry)
     except AdmissionRefused as exc:
         logger.warning(
             "github delivery %s (%s) translated to an envelope admission refused: %s", delivery_id, kind, exc,

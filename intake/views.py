@@ -28,6 +28,7 @@ from intake.bodies import (
     read_body,
     require_media_type,
 )
+from intake.door_admission import DoorAdmission, admit_at_door
 from intake.github import Ignored
 from intake.openapi import events_door, github_door
 from intake.services import receive_github_delivery
@@ -36,8 +37,8 @@ from lib.json_text import decode_json
 from lib.refusals import Refused
 from runtime import clock
 from runtime.models import Door
-from runtime.registry import RegistryInvalid
-from runtime.services.admission import Admission, AdmissionRefused, admit_event
+from runtime.registry import RegistryInvalid, get_registry
+from runtime.services.admission import AdmissionRefused
 
 
 class AlwaysJSON(BaseContentNegotiation):
@@ -65,7 +66,7 @@ def _refused(exc: Refused) -> Response:
     return _error(exc.status, exc.code, exc.detail)
 
 
-def _admitted(admission: Admission) -> Response:
+def _admitted(admission: DoorAdmission) -> Response:
     if admission.duplicate:
         return Response({"admitted": False, "duplicate": True, "eventId": admission.event_id}, status=200)
     return Response({"admitted": True, "duplicate": False, "eventId": admission.event_id}, status=202)
@@ -100,8 +101,8 @@ class EventsView(IntakeView):
         http = request._request  # the Django request: its stream is read once, here
         try:
             body = read_body(http, EVENTS_MAX_BODY_BYTES)
-            # The one clock, read once the body is in: no database work for a body still arriving.
-            now = clock.database_now()
+            # The one clock, once the body is in: no database work for a body still arriving.
+            now = clock.recent_database_now()
             verify_factory_signature(
                 settings.FACTORY_EVENTS_SECRET,
                 timestamp=http.headers.get("X-Factory-Timestamp"),
@@ -114,7 +115,7 @@ class EventsView(IntakeView):
         except Refused as exc:
             return _refused(exc)
         try:
-            admission = admit_event(envelope, door=Door.EVENTS, now=now)
+            admission = admit_at_door(envelope, door=Door.EVENTS, registry=get_registry())
         except AdmissionRefused as exc:
             return _refused(exc)
         return _admitted(admission)
@@ -138,12 +139,12 @@ class GitHubView(IntakeView):
             payload = decode_form_payload(body) if content_type == FORM_CONTENT_TYPE else decode_json(body)
         except Refused as exc:
             return _refused(exc)
-        now = clock.database_now()
+        now = clock.recent_database_now()
         result = receive_github_delivery(
             http.headers.get("X-GitHub-Event"), http.headers.get("X-GitHub-Delivery"), payload,
             door=Door.GITHUB, now=now,
         )
-        if isinstance(result, Admission):
+        if isinstance(result, DoorAdmission):
             return _admitted(result)
         if isinstance(result, Ignored):
             return Response({"admitted": False, "ignored": True, "reason": result.reason}, status=200)

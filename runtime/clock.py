@@ -9,11 +9,23 @@ another's lease or fire a slot early, and journal times never go backwards betwe
 On PostgreSQL the instant is ``clock_timestamp()`` (the server's real time, not the
 transaction's start); on SQLite, which lives on one host, it is SQLite's own reading of
 that host's clock. Both are timezone-aware UTC.
+
+``recent_database_now()`` is the same clock for a check that needs no round trip of its
+own — the signed door's ±300 s timestamp window: the last reading this process took,
+advanced by its monotonic clock (which no clock step moves), read again once it is a
+second old.
 """
 
-from datetime import UTC, datetime
+import time
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection
+
+#: Seconds a reading serves ``recent_database_now`` before the database is asked again.
+READING_MAX_AGE_SECONDS = 1.0
+
+#: (the database's instant, this process's ``time.monotonic()`` when it was read), or None.
+_reading: tuple[datetime, float] | None = None
 
 
 def database_now() -> datetime:
@@ -25,3 +37,26 @@ def database_now() -> datetime:
             return cursor.fetchone()[0].astimezone(UTC)
         cursor.execute("SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now')")
         return datetime.fromisoformat(cursor.fetchone()[0]).replace(tzinfo=UTC)
+
+
+def recent_database_now() -> datetime:
+    """The database's instant from a reading at most ``READING_MAX_AGE_SECONDS`` old, advanced
+    by the monotonic clock since (timezone-aware UTC; off by the reading's round trip, a
+    millisecond or less). Reads ``database_now()`` when there is no such reading; raises what
+    it raises. Safe from any thread: a reading is replaced whole, and two threads that both
+    find it old each read the database once."""
+    global _reading
+    taken = _reading
+    elapsed = time.monotonic() - taken[1] if taken else None
+    if elapsed is None or not 0 <= elapsed <= READING_MAX_AGE_SECONDS:
+        instant = database_now()
+        _reading = (instant, time.monotonic())
+        return instant
+    return taken[0] + timedelta(seconds=elapsed)
+
+
+def forget_reading() -> None:
+    """Drop the reading ``recent_database_now`` advances, so its next call asks the database
+    (after the clock it reads was replaced, as the tests do)."""
+    global _reading
+    _reading = None

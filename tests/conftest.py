@@ -131,6 +131,7 @@ def isolated_runtime(settings, tmp_path, shared_config_dir):
     files = RegistryFiles(settings, tmp_path / "factory", shared_config_dir)
     settings.FACTORY_RUNS_DIR = tmp_path / "runs"
     store.reset()
+    clock.forget_reading()
     yield files
     store.reset()
     assert tree(KERNEL_DIR) == kernel, "a test changed the tracked registry/"
@@ -233,5 +234,8 @@ def repos(registry_files):
 def host_clock_as_database_clock(monkeypatch):
     """``runtime.clock.database_now`` reads the host's clock, so that ``time_machine`` pins the
     instant of operations that read the one clock (commands, views): the database's own clock
-    cannot be moved. Callers look the function up on the module (``clock.database_now()``)."""
+    cannot be moved. Callers look the function up on the module (``clock.database_now()``).
+    ``recent_database_now`` then reads it at every call, so a jump of the pinned clock is seen
+    at once."""
     monkeypatch.setattr(clock, "database_now", timezone.now)
+    monkeypatch.setattr(clock, "READING_MAX_AGE_SECONDS", 0.0)

@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from runtime import clock
 from runtime.clock import database_now
 
 pytestmark = pytest.mark.django_db
@@ -19,3 +20,32 @@ def test_database_now_moves_forward():
     first = database_now()
     second = database_now()
     assert second >= first
+
+
+def test_recent_database_now_reuses_a_reading_younger_than_a_second_and_advances_it(django_assert_num_queries, monkeypatch):
+    monotonic = [1000.0]
+    monkeypatch.setattr(clock.time, "monotonic", lambda: monotonic[0])
+    with django_assert_num_queries(1):
+        first = clock.recent_database_now()
+    monotonic[0] += 0.25
+    with django_assert_num_queries(0):
+        second = clock.recent_database_now()
+    assert second - first == timedelta(seconds=0.25)
+    monotonic[0] += clock.READING_MAX_AGE_SECONDS
+    with django_assert_num_queries(1):
+        third = clock.recent_database_now()
+    assert third.tzinfo is UTC and third >= first
+
+
+def test_recent_database_now_reads_again_after_forget_reading_or_a_monotonic_clock_gone_back(
+    django_assert_num_queries, monkeypatch,
+):
+    monotonic = [1000.0]
+    monkeypatch.setattr(clock.time, "monotonic", lambda: monotonic[0])
+    clock.recent_database_now()
+    clock.forget_reading()
+    with django_assert_num_queries(1):
+        clock.recent_database_now()
+    monotonic[0] -= 5
+    with django_assert_num_queries(1):
+        clock.recent_database_now()

@@ -107,7 +107,7 @@ def test_a_database_fault_on_a_read_is_a_json_500_whose_request_id_the_log_carri
 
 
 def test_a_database_fault_on_a_door_is_a_json_500_with_a_fresh_request_id(monkeypatch):
-    monkeypatch.setattr("intake.views.admit_event", _fail)
+    monkeypatch.setattr("intake.door_admission.admit_batch", _fail)
     response = post_events(body_of(envelope()), client=Client(raise_request_exception=False),
                            **{"X-Request-Id": "not well formed!"})
     body = response.json()

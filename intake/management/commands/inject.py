@@ -13,6 +13,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from intake.door_admission import DoorAdmission
 from intake.github import Ignored
 from intake.services import receive_github_delivery
 from lib.json_text import decode_json
@@ -20,7 +21,7 @@ from lib.refusals import Refused
 from runtime import clock
 from runtime.models import Door
 from runtime.registry import RegistryInvalid, get_registry
-from runtime.services.admission import Admission, admit_event
+from runtime.services.admission import admit_event
 
 EXIT_REFUSED = 2
 
@@ -85,7 +86,7 @@ class Command(BaseCommand):
             if isinstance(result, Ignored):
                 self.stderr.write(f"ignored: {result.reason}: {result.detail}")
                 sys.exit(EXIT_REFUSED)
-            if not isinstance(result, Admission):
+            if not isinstance(result, DoorAdmission):
                 self.refuse(result.errors)
         if result.duplicate:
             self.stdout.write(f"duplicate: {result.event_id} was already admitted; nothing new was admitted")

@@ -1,0 +1,97 @@
+"""The signed doors' admissions, written in groups (docs/design.md §3, "The signed doors").
+
+A request to ``POST /events`` or ``POST /github`` validates its envelope on its own thread
+(``validate_envelope``: the envelope, the type, the payload), then ``admit_at_door`` hands
+it to the process's ``GroupCommit``: the envelopes of the requests waiting at that moment
+are admitted together — one ``admit_batch`` per door, so one insert of the events and one
+of their ``event_admitted`` entries, and one commit — and each request is answered from
+what the insert returned. Exactly-once is the unique eventId, as for one admission: an
+eventId already stored, or twice in one group, is admitted once and every other request
+carrying it is answered duplicate. A request is answered only after the commit that
+holds its event; when the group's transaction fails, each envelope is admitted again on
+its own, so one the database refuses is that request's 500 and the others are admitted.
+"""
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from lib.group_commit import GroupCommit
+from lib.instants import format_instant, parse_instant
+from lib.json_text import canonical_json
+from runtime import clock
+from runtime.models import Door, Event
+from runtime.registry import Registry, get_registry
+from runtime.services.admission import AdmissionRefused, admit_batch, validate_envelope
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DoorAdmission:
+    """What a door answers: ``admitted`` xor ``duplicate``, and the envelope's eventId."""
+
+    admitted: bool
+    duplicate: bool
+    event_id: str
+
+
+def admit_at_door(envelope, *, door: Door, registry: Registry) -> DoorAdmission:
+    """Validate ``envelope`` and admit it through ``door`` with whatever other requests of
+    this process are admitting at the same moment (the module's docstring).
+
+    Raises ``AdmissionRefused`` with every error found (nothing written); re-raises the
+    ``DatabaseError`` of a write that failed (nothing of this envelope written). The
+    stored ``admitted_at`` is the group's instant on the database's clock.
+    """
+    errors = validate_envelope(envelope, door=door, registry=registry)
+    if errors:
+        raise AdmissionRefused(errors)
+    return DOORS.submit((envelope, door))
+
+
+def write_admissions(batch: list[tuple[dict, Door]]) -> list[DoorAdmission]:
+    """Admit a group of valid ``(envelope, door)`` pairs in one transaction at one instant;
+    one ``DoorAdmission`` per pair, in order. The first pair carrying an eventId that was
+    not stored yet is admitted; every other pair carrying it is a duplicate."""
+    by_door: dict[Door, list[dict]] = defaultdict(list)
+    for envelope, door in batch:
+        by_door[door].append(envelope)
+    registry = get_registry()
+    with transaction.atomic():
+        now = clock.recent_database_now()
+        inserted: set[str] = set()
+        for door, envelopes in by_door.items():
+            # validate_envelope ran on each request's thread: not again here.
+            inserted.update(admit_batch(envelopes, door=door, now=now, registry=registry, validate=False).admitted)
+    answers, answered = [], set()
+    for envelope, _door in batch:
+        event_id = envelope["eventId"]
+        admitted = event_id in inserted and event_id not in answered
+        answered.add(event_id)
+        answers.append(DoorAdmission(admitted=admitted, duplicate=not admitted, event_id=event_id))
+    _warn_of_differing_duplicates([pair for pair, answer in zip(batch, answers, strict=True) if answer.duplicate])
+    return answers
+
+
+def _warn_of_differing_duplicates(duplicates: list[tuple[dict, Door]]) -> None:
+    """Log a warning for each duplicate whose content differs from the stored event's: the
+    first admission stands (docs/design.md §3)."""
+    if not duplicates:
+        return
+    stored = {event.uid: event for event in Event.objects.filter(uid__in={e["eventId"] for e, _ in duplicates})}
+    for envelope, door in duplicates:
+        event_id = envelope["eventId"]
+        normalised = {**envelope, "occurredAt": format_instant(parse_instant(envelope["occurredAt"]))}
+        if canonical_json(stored[event_id].envelope()) != canonical_json(normalised):
+            logger.warning(
+                "duplicate eventId %s with different content; the first admission stands",
+                event_id,
+                extra={"action": "duplicate_differs", "eventId": event_id, "door": door.value},
+            )
+
+
+#: This process's group of door admissions (one per process: its threads share it).
+DOORS = GroupCommit(write_admissions)

@@ -1,0 +1,106 @@
+"""Group commit: requests on many threads share one write (docs/design.md §3, "The signed doors").
+
+``GroupCommit(write)`` serialises calls of ``write`` and hands each one every item waiting
+at that moment. A thread calls ``submit(item)``: when no write is in progress it **leads**
+— it takes every waiting item, its own included, calls ``write(batch)`` on its own thread,
+hands each waiting thread its result and, if more items arrived meanwhile, wakes the first
+of their threads to lead the next batch. Otherwise it waits for a leader to write its item.
+No thread waits for a timer: a lone item is written at once, as a batch of one, so a
+process serving one request at a time behaves as if there were no grouping at all, and
+under load a batch holds whatever arrived during the previous write.
+
+``write(batch)`` returns one result per item, in order; a result that is an exception is
+raised in that item's thread. When ``write`` raises for a batch of several items, each is
+written again alone, so one item the write refuses fails only its own thread.
+"""
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class _Waiting:
+    """One submitted item: its thread waits on ``done`` for its ``result`` or to ``lead``."""
+
+    item: object
+    done: threading.Event = field(default_factory=threading.Event)
+    lead: bool = False
+    result: object = None
+
+
+class GroupCommit:
+    """Batches ``submit``ted items into calls of ``write`` (the module's docstring).
+
+    ``write``: a list of items → a sequence of as many results (or exceptions to raise).
+    ``batches`` counts the calls of ``write`` made for whole batches, ``items`` the items
+    they carried: ``items / batches`` is the mean batch.
+    """
+
+    def __init__(self, write: Callable[[list], Sequence]):
+        self._write = write
+        self._lock = threading.Lock()
+        self._queue: list[_Waiting] = []
+        self._writing = False
+        self.batches = 0
+        self.items = 0
+
+    def submit(self, item):
+        """Write ``item`` in the next batch and return its result (or raise its exception)."""
+        waiting = _Waiting(item)
+        with self._lock:
+            self._queue.append(waiting)
+            waiting.lead = not self._writing
+            self._writing = True
+        if not waiting.lead:
+            waiting.done.wait()
+        if waiting.lead:
+            self._lead()
+        if isinstance(waiting.result, BaseException):
+            raise waiting.result
+        return waiting.result
+
+    def _lead(self) -> None:
+        """Write every waiting item, then pass the lead on (or end it when nobody waits)."""
+        with self._lock:
+            batch, self._queue = self._queue, []
+        try:
+            results = self._write_all(batch)
+        except BaseException as exc:  # noqa: BLE001 - handed to every thread of the batch, then raised by each
+            results = [exc] * len(batch)
+        for waiting, result in zip(batch, results, strict=True):
+            waiting.result, waiting.lead = result, False
+        with self._lock:
+            following = self._queue[0] if self._queue else None
+            if following is None:
+                self._writing = False
+            else:
+                following.lead = True
+        for waiting in batch:
+            waiting.done.set()
+        if following is not None:
+            following.done.set()
+
+    def _write_all(self, batch: list[_Waiting]) -> list:
+        items = [waiting.item for waiting in batch]
+        self.batches += 1
+        self.items += len(items)
+        try:
+            return list(self._checked(items, self._write(items)))
+        except Exception:
+            if len(items) == 1:
+                raise
+        # The batch failed as a whole: each item again alone, so only the one at fault fails.
+        results = []
+        for item in items:
+            try:
+                results.extend(self._checked([item], self._write([item])))
+            except Exception as exc:  # noqa: BLE001 - this item's own failure, raised in its thread
+                results.append(exc)
+        return results
+
+    @staticmethod
+    def _checked(items: list, results: Sequence) -> Sequence:
+        if len(results) != len(items):
+            raise ValueError(f"write returned {len(results)} results for {len(items)} items")
+        return results

@@ -1,0 +1,90 @@
+"""The signed doors' grouped admissions (``intake.door_admission``; docs/design.md §3, "The signed
+doors"): one transaction for a group, each eventId admitted once, a failing group admitted again
+envelope by envelope."""
+
+import logging
+
+import pytest
+from django.db import OperationalError
+
+from intake import door_admission
+from intake.door_admission import DoorAdmission, admit_at_door, write_admissions
+from runtime import clock
+from runtime.models import Door, Event, JournalEntry
+from runtime.registry import get_registry
+from runtime.services.admission import AdmissionRefused
+from tests.events_door import envelope
+
+pytestmark = pytest.mark.django_db
+
+
+def answers_of(answers: list[DoorAdmission]) -> list[tuple]:
+    return [(a.event_id, a.admitted, a.duplicate) for a in answers]
+
+
+def test_a_group_admits_each_new_event_id_once_and_answers_the_rest_duplicate(caplog):
+    write_admissions([(envelope(eventId="stored"), Door.EVENTS)])
+    group = [
+        (envelope(eventId="a"), Door.EVENTS),
+        (envelope(eventId="stored"), Door.EVENTS),
+        (envelope(eventId="a", subject="another subject"), Door.EVENTS),
+        (envelope(eventId="b"), Door.GITHUB),
+        (envelope(eventId="a"), Door.GITHUB),
+    ]
+    with caplog.at_level(logging.WARNING, logger="intake.door_admission"):
+        answers = write_admissions(group)
+    assert answers_of(answers) == [
+        ("a", True, False), ("stored", False, True), ("a", False, True), ("b", True, False), ("a", False, True),
+    ]
+    events = {event.uid: event for event in Event.objects.all()}
+    assert sorted(events) == ["a", "b", "stored"]
+    assert (events["a"].door, events["a"].subject, events["b"].door) == ("events", "factory", "github")
+    assert events["a"].admitted_at == events["b"].admitted_at
+    entries = JournalEntry.objects.filter(action="event_admitted").order_by("event__uid")
+    assert [(e.event.uid, e.actor) for e in entries] == [("a", "events"), ("b", "github"), ("stored", "events")]
+    # Only the repeat with other content is told; the identical repeats are plain duplicates.
+    differing = [r for r in caplog.records if getattr(r, "action", None) == "duplicate_differs"]
+    assert [(r.eventId, r.door) for r in differing] == [("a", "events")]
+
+
+def test_a_group_the_database_refuses_writes_nothing_and_each_envelope_alone_gets_its_own_answer(monkeypatch):
+    real = door_admission.admit_batch
+
+    def refuses_poison(envelopes, **kwargs):
+        batch = real(envelopes, **kwargs)  # written, then refused: the transaction must undo it
+        if any(e["eventId"] == "poison" for e in envelopes):
+            raise OperationalError("the database refused the poison")
+        return batch
+
+    monkeypatch.setattr(door_admission, "admit_batch", refuses_poison)
+    group = [(envelope(eventId=name), Door.EVENTS) for name in ("a", "poison", "b")]
+    with pytest.raises(OperationalError):
+        write_admissions(group)
+    assert (Event.objects.count(), JournalEntry.objects.count()) == (0, 0)
+    # What lib.group_commit then does: each envelope again, alone.
+    outcomes = []
+    for pair in group:
+        try:
+            outcomes.append(answers_of(write_admissions([pair])))
+        except OperationalError as exc:
+            outcomes.append(str(exc))
+    assert outcomes == [[("a", True, False)], "the database refused the poison", [("b", True, False)]]
+    assert sorted(Event.objects.values_list("uid", flat=True)) == ["a", "b"]
+    assert JournalEntry.objects.filter(action="event_admitted").count() == 2
+
+
+def test_admit_at_door_refuses_an_invalid_envelope_before_anything_is_written():
+    with pytest.raises(AdmissionRefused) as raised:
+        admit_at_door(envelope(type="factory.nothing"), door=Door.EVENTS, registry=get_registry())
+    assert [e["code"] for e in raised.value.errors] == ["unregistered_type"]
+    assert (Event.objects.count(), JournalEntry.objects.count()) == (0, 0)
+
+
+def test_admit_at_door_admits_then_answers_duplicate():
+    registry = get_registry()
+    first = admit_at_door(envelope(), door=Door.EVENTS, registry=registry)
+    again = admit_at_door(envelope(), door=Door.EVENTS, registry=registry)
+    assert answers_of([first, again]) == [
+        ("bridge:factory-triage:2026-11-30", True, False), ("bridge:factory-triage:2026-11-30", False, True),
+    ]
+    assert Event.objects.get().admitted_at <= clock.database_now()

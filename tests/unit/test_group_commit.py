@@ -1,0 +1,144 @@
+"""``lib.group_commit.GroupCommit``: items submitted while a write runs share the next write;
+a lone item is written at once; a failing batch is written again item by item."""
+
+import threading
+import time
+
+import pytest
+
+from lib.group_commit import GroupCommit
+
+TIMEOUT = 10
+
+
+class Writes:
+    """A ``write`` that records its batches and, while ``hold`` is clear, blocks the first one
+    until ``release`` is set (so the test can queue items behind it)."""
+
+    def __init__(self, fail_on=(), wrong_count=False):
+        self.batches: list[list] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail_on = set(fail_on)
+        self.wrong_count = wrong_count
+
+    def __call__(self, batch):
+        self.batches.append(list(batch))
+        if len(self.batches) == 1:
+            self.entered.set()
+            assert self.release.wait(TIMEOUT)
+        if self.fail_on & set(batch):
+            raise RuntimeError(f"refused {sorted(self.fail_on & set(batch))}")
+        if self.wrong_count:
+            return []
+        return [ValueError(item) if item.startswith("bad") else item.upper() for item in batch]
+
+
+def submit_in_threads(group: GroupCommit, items: list[str]) -> tuple[dict[str, object], list[threading.Thread]]:
+    """Submit each item on its own thread: ({item: result or the exception raised}, the threads)."""
+    outcomes: dict[str, object] = {}
+
+    def one(item):
+        try:
+            outcomes[item] = group.submit(item)
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            outcomes[item] = exc
+
+    threads = [threading.Thread(target=one, args=(item,)) for item in items]
+    for thread in threads:
+        thread.start()
+    return outcomes, threads
+
+
+def queue_behind_first(group: GroupCommit, writes: Writes, first: str, others: list[str]) -> dict:
+    """``first`` is written alone and held; ``others`` queue behind it; then all are let go."""
+    outcomes, threads = submit_in_threads(group, [first])
+    assert writes.entered.wait(TIMEOUT)
+    more, more_threads = submit_in_threads(group, others)
+    wait_until(lambda: len(group._queue) == len(others))
+    writes.release.set()
+    for thread in threads + more_threads:
+        thread.join(TIMEOUT)
+        assert not thread.is_alive()
+    return {**outcomes, **more}
+
+
+def wait_until(predicate) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not predicate():
+        assert time.monotonic() < deadline, "the items never queued"
+        time.sleep(0.01)
+
+
+def test_a_lone_item_is_written_at_once_as_a_batch_of_one():
+    writes = Writes()
+    writes.release.set()
+    group = GroupCommit(writes)
+    assert group.submit("a") == "A"
+    assert group.submit("b") == "B"
+    assert writes.batches == [["a"], ["b"]]
+    assert (group.batches, group.items) == (2, 2)
+
+
+def test_items_submitted_during_a_write_share_the_next_write():
+    writes = Writes()
+    group = GroupCommit(writes)
+    outcomes = queue_behind_first(group, writes, "a", ["b", "c", "d"])
+    assert outcomes == {"a": "A", "b": "B", "c": "C", "d": "D"}
+    assert writes.batches[0] == ["a"]
+    assert sorted(writes.batches[1]) == ["b", "c", "d"]
+    assert len(writes.batches) == 2
+    assert (group.batches, group.items) == (2, 4)
+    assert not group._writing and group._queue == []
+
+
+def test_an_exception_result_is_raised_in_its_own_thread_only():
+    writes = Writes()
+    group = GroupCommit(writes)
+    outcomes = queue_behind_first(group, writes, "a", ["b", "bad1", "c"])
+    assert (outcomes["a"], outcomes["b"], outcomes["c"]) == ("A", "B", "C")
+    assert isinstance(outcomes["bad1"], ValueError) and outcomes["bad1"].args == ("bad1",)
+
+
+def test_a_batch_that_fails_whole_is_written_again_item_by_item():
+    writes = Writes(fail_on={"x"})
+    group = GroupCommit(writes)
+    outcomes = queue_behind_first(group, writes, "a", ["b", "x", "c"])
+    assert (outcomes["a"], outcomes["b"], outcomes["c"]) == ("A", "B", "C")
+    assert isinstance(outcomes["x"], RuntimeError) and str(outcomes["x"]) == "refused ['x']"
+    assert sorted(writes.batches[1]) == ["b", "c", "x"]
+    assert sorted(writes.batches[2:]) == [["b"], ["c"], ["x"]]
+    assert len(writes.batches) == 5
+
+
+def test_a_lone_item_that_fails_raises_its_error_and_the_group_goes_on():
+    writes = Writes(fail_on={"x"})
+    writes.release.set()
+    group = GroupCommit(writes)
+    with pytest.raises(RuntimeError, match=r"refused \['x'\]"):
+        group.submit("x")
+    assert group.submit("a") == "A"
+    assert writes.batches == [["x"], ["a"]]
+
+
+def test_a_write_returning_the_wrong_number_of_results_fails_every_item_of_it():
+    writes = Writes(wrong_count=True)
+    writes.release.set()
+    group = GroupCommit(writes)
+    with pytest.raises(ValueError, match="write returned 0 results for 1 items"):
+        group.submit("a")
+    assert not group._writing
+
+
+def test_many_threads_all_get_their_own_result_and_nobody_is_left_waiting():
+    writes = Writes()
+    writes.release.set()
+    group = GroupCommit(writes)
+    items = [f"item{n}" for n in range(200)]
+    outcomes, threads = submit_in_threads(group, items)
+    for thread in threads:
+        thread.join(TIMEOUT)
+        assert not thread.is_alive()
+    assert outcomes == {item: item.upper() for item in items}
+    assert sorted(item for batch in writes.batches for item in batch) == sorted(items)
+    assert group.items == 200 and not group._writing and group._queue == []
