@@ -154,8 +154,9 @@ class Proposal(models.Model):
     registry_digest = models.CharField(max_length=64)
     created_at = models.DateTimeField()
     actor = models.CharField(max_length=16, choices=Actor.choices, blank=True, default="")
+    # Indexed only where set (``proposal_decided_by_idx``): an auto-approved or pending proposal has none.
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True, default="")
@@ -166,6 +167,10 @@ class Proposal(models.Model):
         indexes = [
             # Supersede and pile-up counts: pending proposals of one loop (and key).
             models.Index(fields=["loop", "loop_key", "id"], condition=Q(status="pending"), name="proposal_pending_idx"),
+            # A user's decisions (the earning report, the user's deletion, which PROTECT refuses):
+            # ``decided_by_id = …`` implies NOT NULL, so the partial index serves them, and the
+            # proposals nobody decided — most of them, every auto one — add no entry to it.
+            models.Index(fields=["decided_by"], condition=Q(decided_by__isnull=False), name="proposal_decided_by_idx"),
         ]
         constraints = [
             # One proposal holds a key at a time, whatever door or chain planned it (docs/design.md §7.2).
@@ -208,8 +213,9 @@ class Run(models.Model):
     plan = models.JSONField()
     registry_digest = models.CharField(max_length=64)
     actor = models.CharField(max_length=16, choices=Actor.choices)
+    # Indexed only where set (``run_approved_by_idx``): an auto run has no approver.
     approved_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
     )
     queued_at = models.DateTimeField()
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -235,6 +241,8 @@ class Run(models.Model):
             models.Index(fields=["lease_expires_at"], condition=Q(status__in=["claimed", "running"]), name="run_leased_idx"),
             # The inbox's and the doctor's interrupted runs.
             models.Index(fields=["id"], condition=Q(status="interrupted"), name="run_interrupted_idx"),
+            # A user's approvals (the user's deletion, which PROTECT refuses): as proposal_decided_by_idx.
+            models.Index(fields=["approved_by"], condition=Q(approved_by__isnull=False), name="run_approved_by_idx"),
         ]
         constraints = [
             # At most one active run per singleton loop (docs/design.md §7.3): two planners or an
@@ -303,8 +311,12 @@ class JournalEntry(models.Model):
     actor = models.CharField(max_length=16, choices=Actor.choices)
     actor_name = models.CharField(max_length=150, blank=True, default="")
     event = models.ForeignKey(Event, on_delete=models.PROTECT, null=True, blank=True, related_name="journal")
-    proposal = models.ForeignKey(Proposal, on_delete=models.PROTECT, null=True, blank=True, related_name="journal")
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="journal")
+    # Indexed only where set (``journal_proposal_idx``, ``journal_run_idx``): an event's
+    # admission, NOOP or refusal links neither, and a burst writes thousands of those.
+    proposal = models.ForeignKey(
+        Proposal, on_delete=models.PROTECT, null=True, blank=True, related_name="journal", db_index=False
+    )
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="journal", db_index=False)
     data = models.JSONField(default=dict, blank=True)
 
     objects = JournalQuerySet.as_manager()
@@ -312,6 +324,13 @@ class JournalEntry(models.Model):
     class Meta:
         ordering = ["-id"]
         verbose_name_plural = "journal entries"
+        indexes = [
+            # A proposal's or run's entries (its page, the journal's filter, PROTECT when it is
+            # deleted, the database's own foreign-key check): ``proposal_id = …`` and
+            # ``proposal_id IN (…)`` imply NOT NULL, so these partial indexes serve them all.
+            models.Index(fields=["proposal"], condition=Q(proposal__isnull=False), name="journal_proposal_idx"),
+            models.Index(fields=["run"], condition=Q(run__isnull=False), name="journal_run_idx"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=~Q(actor="operator") | ~Q(actor_name=""), name="journal_operator_named"

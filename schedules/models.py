@@ -17,7 +17,11 @@ class ScheduleState(models.Model):
     change recomputes them (``schedules.state.sync_registry``).
     """
 
-    loop = models.CharField(max_length=63, unique=True)
+    # Unique through a constraint, not ``unique=True``: on PostgreSQL that would add a second,
+    # pattern-ops index for LIKE 'prefix%', which nothing asks of loop names, and every
+    # tick's state update (a new row version: its last slot and next due are indexed) paid
+    # for it (docs/performance.md).
+    loop = models.CharField(max_length=63)
     last_slot = models.DateTimeField(null=True, blank=True)
     last_event_id = models.CharField(max_length=200, blank=True, default="")
     last_tick_at = models.DateTimeField(null=True, blank=True)
@@ -36,6 +40,7 @@ class ScheduleState(models.Model):
             # A last slot in the future (a clock stepped back): few rows or none.
             models.Index(fields=["last_slot"], name="schedule_last_slot_idx"),
         ]
+        constraints = [models.UniqueConstraint(fields=["loop"], name="schedule_state_one_per_loop")]
 
     def __str__(self) -> str:
         return f"{self.loop}: last slot {self.last_slot}"

@@ -18,7 +18,7 @@ from django.db.models import DateTimeField, Q
 from lib.calendar import loop_rule
 from lib.json_text import canonical_json
 from runtime.registry import Loop, Registry
-from runtime.services.bulk_rows import recordset
+from runtime.services.bulk_rows import recordset, stored_instant
 
 from .models import ScheduleState, ScheduleSync
 
@@ -208,6 +208,10 @@ def _values_update(columns: list[str], rows: list[tuple], *, forward_only: bool,
     table = quote(ScheduleState._meta.db_table)
     postgres = connection.vendor == "postgresql"
     if postgres:
+        # Instants as their ISO text, each formatted once: a burst's states share a few slots.
+        kinds = [c in INSTANT_COLUMNS for c in columns]
+        rows = [(row[0], *(stored_instant(v) if is_instant else v for v, is_instant in zip(row[1:], kinds, strict=True)))
+                for row in rows]
         source, params = recordset(ScheduleState._meta.db_table, ["loop", *columns], rows, "v")
         picked = [f"v.{quote(c)}" for c in ["loop", *columns]]
     else:

@@ -19,10 +19,11 @@ from lib.instants import InstantError, format_instant, parse_instant
 from lib.json_schema import validator_for
 from lib.json_text import canonical_json
 from lib.refusals import Refused
-from runtime.models import DOOR_ACTOR, Door, Event
+from runtime.models import DOOR_ACTOR, Door, Event, JournalEntry
 from runtime.registry import Registry, get_registry
 
 from .bulk_rows import recordset, stored_instant
+from .journal import COLUMNS as JOURNAL_COLUMNS
 from .journal import entry_values, record_values
 
 logger = logging.getLogger(__name__)
@@ -183,8 +184,9 @@ def admit_batch(envelopes: list[dict], *, door: Door, now: datetime, registry: R
 
     One ``INSERT … ON CONFLICT (uid) DO NOTHING RETURNING id, uid`` per ``INSERT_ROWS``
     envelopes, so the rows this call inserted are known from the insert itself — never
-    from a read-back, which another inserter's rows would fool — and one multi-row insert
-    of exactly their ``event_admitted`` entries. Rows are built as column values, not
+    from a read-back, which another inserter's rows would fool — and their
+    ``event_admitted`` entries for exactly those: on PostgreSQL in the same statement
+    (``_insert_journaled``), on SQLite one multi-row insert after them. Rows are built as column values, not
     model instances (a burst of 10,000 ticks is one batch: docs/performance.md).
     ``validate=False`` skips ``validate_envelope``: only for ticks built from a registry
     that validated the loop's sample tick at load (docs/design.md §3). A refused envelope
@@ -202,15 +204,17 @@ def admit_batch(envelopes: list[dict], *, door: Door, now: datetime, registry: R
     rows = [_event_values(envelope, door, now, postgres) for envelope in by_id.values()]
     admitted = {}
     for first in range(0, len(rows), INSERT_ROWS):
-        admitted.update(_insert_new(rows[first:first + INSERT_ROWS], postgres))
-    actor = DOOR_ACTOR[door]
-    record_values([
-        entry_values("event_admitted", actor, at=now, event_id=admitted[event_id], data={
-            "eventId": event_id, "type": envelope["type"], "source": envelope["source"], "door": door.value,
-            **_bridge_job(envelope, door),
-        })
-        for event_id, envelope in by_id.items() if event_id in admitted
-    ])
+        chunk = rows[first:first + INSERT_ROWS]
+        admitted.update(_insert_journaled(chunk, door, now) if postgres else _insert_new(chunk))
+    if not postgres:
+        actor = DOOR_ACTOR[door]
+        record_values([
+            entry_values("event_admitted", actor, at=now, event_id=admitted[event_id], data={
+                "eventId": event_id, "type": envelope["type"], "source": envelope["source"], "door": door.value,
+                **_bridge_job(envelope, door),
+            })
+            for event_id, envelope in by_id.items() if event_id in admitted
+        ])
     duplicates = set(by_id) - set(admitted)
     return BatchAdmission(admitted=admitted, duplicates=duplicates, refused=refused)
 
@@ -238,29 +242,53 @@ def _event_values(envelope: dict, door: Door, now: datetime, postgres: bool) -> 
     )
 
 
-def _insert_new(rows: list[tuple], postgres: bool) -> dict[str, int]:
-    """Insert ``rows`` (``_event_values``) in one statement, skipping eventIds already
-    stored; returns ``{eventId: id}`` of the rows inserted (PostgreSQL, SQLite 3.35+)."""
+def _insert_new(rows: list[tuple]) -> dict[str, int]:
+    """Insert ``rows`` (``_event_values``) in one ``INSERT … VALUES``, skipping eventIds
+    already stored; returns ``{eventId: id}`` of the rows inserted (SQLite 3.35+)."""
     if not rows:
         return {}
     quote = connection.ops.quote_name
     columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
-    if postgres:
-        table, params = recordset(Event._meta.db_table, EVENT_COLUMNS, rows, "u")
-        source = f"SELECT {', '.join(f'u.{quote(column)}' for column in EVENT_COLUMNS)} FROM {table}"
-    else:
-        params = [value for row in rows for value in row]
-        placeholders = "(" + ", ".join(["%s"] * len(EVENT_COLUMNS)) + ")"
-        source = f"VALUES {', '.join([placeholders] * len(rows))}"
+    placeholders = "(" + ", ".join(["%s"] * len(EVENT_COLUMNS)) + ")"
     sql = (
-        f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) {source} "
+        f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) VALUES {', '.join([placeholders] * len(rows))} "
         f"ON CONFLICT ({quote('uid')}) DO NOTHING RETURNING {quote('id')}, {quote('uid')}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, [value for row in rows for value in row])
         return {uid: pk for pk, uid in cursor.fetchall()}
 
 
+def _insert_journaled(rows: list[tuple], door: Door, now: datetime) -> dict[str, int]:
+    """PostgreSQL: insert ``rows`` (``_event_values``, one JSON parameter: ``bulk_rows``),
+    skipping eventIds already stored, and journal ``event_admitted`` for exactly the rows
+    inserted, in one statement: the journal's insert reads the events' ``RETURNING`` (a
+    data-modifying ``WITH``), in event id order. Its ``data`` is what ``admit_batch``
+    journals on SQLite — ``{eventId, type, source, door}``, plus ``job`` for the bridge
+    (``_bridge_job``) — built by the server, so no entry crosses the wire twice. Returns
+    ``{eventId: id}`` of the rows inserted."""
+    if not rows:
+        return {}
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(column) for column in EVENT_COLUMNS)
+    table, params = recordset(Event._meta.db_table, EVENT_COLUMNS, rows, "u")
+    bridge_job = (
+        "CASE WHEN n.source = 'bridge' AND n.door <> %s AND jsonb_typeof(n.payload -> 'loop') = 'string' "
+        "THEN jsonb_build_object('job', n.payload -> 'loop') ELSE '{}'::jsonb END"
+    )
+    sql = (
+        f"WITH n AS (INSERT INTO {quote(Event._meta.db_table)} ({columns}) "
+        f"SELECT {', '.join(f'u.{quote(column)}' for column in EVENT_COLUMNS)} FROM {table} "
+        f"ON CONFLICT ({quote('uid')}) DO NOTHING RETURNING id, uid, type, source, door, payload), "
+        f"j AS (INSERT INTO {quote(JournalEntry._meta.db_table)} ({', '.join(quote(c) for c in JOURNAL_COLUMNS)}) "
+        f"SELECT %s, 'event_admitted', %s, '', n.id, NULL, NULL, "
+        f"jsonb_build_object('eventId', n.uid, 'type', n.type, 'source', n.source, 'door', n.door) || {bridge_job} "
+        f"FROM n ORDER BY n.id) "
+        f"SELECT id, uid FROM n"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, now, DOOR_ACTOR[door].value, Door.SCHEDULE.value])
+        return {uid: pk for pk, uid in cursor.fetchall()}
 
 
 def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | None = None) -> Admission:

@@ -8,7 +8,7 @@ from django.db import connection
 
 from runtime.models import Actor, Event, JournalEntry, Proposal, Run
 
-from .bulk_rows import recordset, stored_instant
+from .bulk_rows import backend_vendor, recordset, stored_instant
 
 #: Most entries one ``INSERT … VALUES`` of ``record_values`` carries: 8 parameters a row
 #: keeps a statement at 8,000, under SQLite's 32,766 and PostgreSQL's 65,535.
@@ -100,7 +100,7 @@ def entry_values(
     of ``COLUMNS`` in their database form — the instant adapted once per distinct value,
     ``data`` as JSON text (on PostgreSQL the document itself: ``bulk_rows.json_rows``).
     A row stored from it equals the one ``entry(…).save()`` stores."""
-    postgres = connection.vendor == "postgresql"
+    postgres = backend_vendor() == "postgresql"
     return (
         stored_instant(at), action, str(actor), actor_name, event_id, proposal_id, run_id,
         (data or {}) if postgres else json.dumps(data or {}),

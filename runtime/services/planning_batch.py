@@ -6,7 +6,8 @@ admission order: which keys are held and which singleton loops have a run in fli
 read once for the whole chunk (two queries) and kept up to date in memory as the chunk's
 own proposals and runs are decided, so a chunk decides exactly what planning its events
 one at a time would. Then proposals, runs and journal entries are inserted with one
-multi-row insert per table and the events' outcomes set with one update per outcome.
+multi-row insert per table, and the events marked planned with their outcomes in one
+update (one new version of each event row).
 
 Several planners share the backlog instead of racing for it. On PostgreSQL each claims
 its chunk with ``SELECT … FOR UPDATE SKIP LOCKED``, so two planners take different
@@ -15,8 +16,9 @@ loop (and key), is still unplanned outside the chunk — another planner holds i
 events of one loop and of one correlation are still planned in admission order, and
 parallelism is across them. On SQLite every transaction takes the write lock at BEGIN
 (``transaction_mode: IMMEDIATE``), so one planner plans at a time and the next one's
-chunk starts after it. Either way the events are claimed with a compare-and-swap on
-``planned_at``: two planners never plan one event twice.
+chunk starts after it. Either way the update that marks the chunk's events planned is a
+compare-and-swap on ``planned_at`` that must mark every one, or the chunk is rolled back:
+two planners never plan one event twice.
 
 When the database refuses one of a chunk's inserts (another planner or an approval took
 a key or a singleton loop meanwhile), the chunk is rolled back and its events are
@@ -26,11 +28,11 @@ planned one at a time, each deciding again (``planning.plan_event``).
 import logging
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal
 
-from .bulk_rows import insert_objects
+from .bulk_rows import insert_objects, recordset, stored_instant
 from .journal import entry_row, record_values
 from .planning import (
     Decision,
@@ -62,7 +64,7 @@ def plan_batch(*, now: datetime, registry, size: int = CHUNK_SIZE) -> int:
     events: list[Event] = []
     try:
         with transaction.atomic():
-            events = _claim(size, now)
+            events = _claim(size)
             if not events:
                 return 0
             decided = _decide_chunk(events, registry)
@@ -80,36 +82,24 @@ def plan_batch(*, now: datetime, registry, size: int = CHUNK_SIZE) -> int:
     return len(decided)
 
 
-def _claim(size: int, now: datetime) -> list[Event]:
+def _claim(size: int) -> list[Event]:
     """The chunk: up to ``size`` of the oldest unplanned events this planner may plan now,
-    locked (PostgreSQL) and marked planned at ``now``, in admission order."""
-    ids = list(
-        Event.objects.select_for_update(skip_locked=True).filter(planned_at__isnull=True)
-        .order_by("id").values_list("id", flat=True)[:size]
+    in admission order, in one statement — on PostgreSQL locked ``FOR UPDATE SKIP LOCKED``
+    until the chunk commits, so no other planner takes them. Not marked here: ``_record_outcomes``
+    sets ``planned_at`` with the outcome, one update of each event row instead of two."""
+    events = list(
+        Event.objects.select_for_update(skip_locked=True).filter(planned_at__isnull=True).order_by("id")[:size]
     )
-    if not ids:
-        return []
-    events = list(Event.objects.filter(pk__in=ids).order_by("id"))
-    events = _in_admission_order(events)
-    if not events:
-        return []
-    if Event.objects.filter(pk__in=[e.pk for e in events], planned_at__isnull=True).update(planned_at=now) != len(events):
-        raise ChunkLost
-    return events
+    return _in_admission_order(events) if events else []
 
 
 def _in_admission_order(events: list[Event]) -> list[Event]:
     """``events`` less those with an older unplanned event of their correlation or of their
     loop (and key) outside the chunk — another planner has it — and less every later event
     of such a correlation or loop: they wait for a later chunk."""
-    older = (
-        Event.objects.filter(planned_at__isnull=True, id__lt=events[-1].pk)
-        .exclude(pk__in=[e.pk for e in events])
-        .values_list("id", "correlation_id", "door", "loop", "loop_key")
-    )
     first_held_correlation: dict[str, int] = {}
     first_held_loop: dict[tuple, int] = {}
-    for pk, correlation, door, loop, loop_key in older:
+    for pk, correlation, door, loop, loop_key in _older_unplanned(events):
         first_held_correlation[correlation] = min(pk, first_held_correlation.get(correlation, pk))
         if door == Door.SCHEDULE and loop is not None:
             first_held_loop[(loop, loop_key)] = min(pk, first_held_loop.get((loop, loop_key), pk))
@@ -128,6 +118,27 @@ def _in_admission_order(events: list[Event]) -> list[Event]:
             continue
         kept.append(event)
     return kept
+
+
+def _older_unplanned(events: list[Event]) -> list[tuple]:
+    """``(id, correlation_id, door, loop, loop_key)`` of the unplanned events older than the
+    chunk's last that are not in it. On PostgreSQL the chunk's ids go as one array
+    parameter: an ``IN`` of 500 placeholders cost psycopg's client-side binding about 30 ms
+    of parsing a chunk (docs/performance.md)."""
+    quote = connection.ops.quote_name
+    ids = [event.pk for event in events]
+    if connection.vendor == "postgresql":
+        outside, params = "<> ALL(%s)", [ids]
+    else:
+        outside, params = f"NOT IN ({', '.join(['%s'] * len(ids))})", ids
+    sql = (
+        f"SELECT {quote('id')}, {quote('correlation_id')}, {quote('door')}, {quote('loop')}, {quote('loop_key')} "
+        f"FROM {quote(Event._meta.db_table)} WHERE {quote('planned_at')} IS NULL AND {quote('id')} < %s "
+        f"AND {quote('id')} {outside}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ids[-1], *params])
+        return cursor.fetchall()
 
 
 def _decide_chunk(events: list[Event], registry) -> list[tuple[Event, Decision]]:
@@ -172,8 +183,29 @@ def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> No
         if proposal.pk in run_of:
             entries.append(run_queued_entry(run_of[proposal.pk], now=now, build=entry_row))
     record_values(entries)
-    groups: dict[tuple[str, str], list[int]] = {}
-    for event, decision in decided:
-        groups.setdefault((decision.outcome, decision.reason), []).append(event.pk)
-    for (outcome, reason), ids in groups.items():
-        Event.objects.filter(pk__in=ids).update(planning_outcome=outcome, planning_reason=reason)
+    _record_outcomes(decided, now)
+
+
+def _record_outcomes(decided: list[tuple[Event, Decision]], now: datetime) -> None:
+    """Mark the chunk's events planned at ``now`` with their outcomes: one ``UPDATE … FROM``
+    of every event (PostgreSQL: ``json_populate_recordset`` of one JSON parameter; SQLite
+    3.33+: ``VALUES``), a compare-and-swap on ``planned_at`` that raises ``ChunkLost`` —
+    rolling the chunk back — unless it marked every one (docs/design.md §7)."""
+    quote = connection.ops.quote_name
+    table = Event._meta.db_table
+    rows = [(event.pk, decision.outcome, decision.reason) for event, decision in decided]
+    if connection.vendor == "postgresql":
+        source, params = recordset(table, ("id", "planning_outcome", "planning_reason"), rows, "v")
+        picked = [f"v.{quote(column)}" for column in ("id", "planning_outcome", "planning_reason")]
+    else:
+        source = f"(VALUES {', '.join(['(%s, %s, %s)'] * len(rows))}) AS v"
+        params, picked = [value for row in rows for value in row], ["v.column1", "v.column2", "v.column3"]
+    sql = (
+        f"UPDATE {quote(table)} SET {quote('planned_at')} = %s, {quote('planning_outcome')} = {picked[1]}, "
+        f"{quote('planning_reason')} = {picked[2]} FROM {source} "
+        f"WHERE {quote(table)}.{quote('id')} = {picked[0]} AND {quote(table)}.{quote('planned_at')} IS NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [stored_instant(now), *params])
+        if cursor.rowcount != len(rows):
+            raise ChunkLost

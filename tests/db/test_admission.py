@@ -6,9 +6,11 @@ import logging
 
 import pytest
 from django.core.management import call_command
+from django.db import transaction
 
 from runtime.models import Door, Event, JournalEntry
-from runtime.services.admission import AdmissionRefused, admit_event
+from runtime.registry import get_registry
+from runtime.services.admission import AdmissionRefused, admit_batch, admit_event
 from tests.conftest import at
 
 pytestmark = pytest.mark.django_db
@@ -116,3 +118,27 @@ def test_with_a_bad_overlay_inject_refuses_clearly_and_the_tables_stay_readable(
     assert "refused: registry_invalid: " in capsys.readouterr().err
     call_command("events", "--json")
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_batch_journals_exactly_the_events_it_inserted_in_order_with_the_bridges_job():
+    admit_event(envelope(eventId="op-0"), door=Door.INJECT, now=NOW)
+    later = at("2026-11-30T10:00:01Z")
+    envelopes = [
+        envelope(eventId="op-1"),
+        envelope(eventId="op-0"),  # admitted before: a duplicate, journaled once
+        envelope(eventId="br-1", source="bridge", payload={"repo": "hello", "loop": "nightly"}),
+        envelope(eventId="br-2", source="bridge", payload={"repo": "hello", "loop": 7}),  # no job: not a name
+        envelope(eventId="op-1"),  # twice in the batch
+    ]
+    with transaction.atomic():
+        batch = admit_batch(envelopes, door=Door.EVENTS, now=later, registry=get_registry(), validate=False)
+    assert (sorted(batch.admitted), batch.duplicates, batch.refused) == (["br-1", "br-2", "op-1"], {"op-0"}, {})
+    base = {"type": "factory.work.requested", "source": "operator"}
+    assert list(JournalEntry.objects.order_by("id").values_list("event__uid", "action", "actor", "at", "data")) == [
+        ("op-0", "event_admitted", "inject", NOW, {**base, "eventId": "op-0", "door": "inject"}),
+        ("op-1", "event_admitted", "events", later, {**base, "eventId": "op-1", "door": "events"}),
+        ("br-1", "event_admitted", "events", later,
+         {**base, "eventId": "br-1", "source": "bridge", "door": "events", "job": "nightly"}),
+        ("br-2", "event_admitted", "events", later, {**base, "eventId": "br-2", "source": "bridge", "door": "events"}),
+    ]
+    assert [batch.admitted[uid] for uid in ("op-1", "br-1", "br-2")] == sorted(batch.admitted.values())

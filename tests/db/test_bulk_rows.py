@@ -1,13 +1,13 @@
 """The batched paths' plain multi-row inserts store what Django's ``save`` stores (docs/performance.md)."""
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from lib.slots import DueSlot
 from runtime.models import Actor, Door, Event, Proposal, Run
 from runtime.registry import get_registry
 from runtime.services.admission import admit_event
-from runtime.services.bulk_rows import insert_objects, json_rows
+from runtime.services.bulk_rows import backend_vendor, insert_objects, json_rows, stored_instant
 from runtime.services.planning import decide, new_proposal
 from runtime.services.runs import new_run
 from schedules.envelope import tick_envelope
@@ -74,3 +74,9 @@ def test_json_rows_names_each_value_by_column_and_refuses_what_json_cannot_hold(
     )
     with pytest.raises(TypeError, match="set is not a row value"):
         json_rows(["a"], [({1},)])
+
+
+def test_an_instant_is_sent_as_the_text_its_backend_stores():
+    expected = "2026-11-30T22:00:20+00:00" if connection.vendor == "postgresql" else "2026-11-30 22:00:20"
+    assert (stored_instant(at("2026-11-30T22:00:20Z")), stored_instant(None)) == (expected, None)
+    assert backend_vendor() == connection.vendor

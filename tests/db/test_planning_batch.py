@@ -5,6 +5,7 @@ import threading
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.registry import get_registry
@@ -153,3 +154,34 @@ def test_planners_sharing_a_backlog_plan_each_event_once_and_each_correlation_in
     for correlation in {c for _, c, _ in created}:
         chain = sorted((uid, entry) for uid, c, entry in created if c == correlation)
         assert [entry for _, entry in chain] == sorted(entry for _, entry in chain), correlation
+
+
+@pytest.mark.django_db
+def test_a_chunk_writes_each_event_row_once_its_claim_and_outcome_in_one_update(registry_files, approver):
+    admit_backlog(registry_files, approver)
+    with CaptureQueriesContext(connection) as queries:
+        assert planning_batch.plan_batch(now=NOW, registry=get_registry()) == 8
+    event_writes = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "runtime_event"')]
+    assert len(event_writes) == 1
+    assert 'SET "planned_at" = ' in event_writes[0] and '"planning_outcome" = ' in event_writes[0]
+    assert list(Event.objects.filter(planned_at=NOW).order_by("id").values_list(
+        "uid", "planning_outcome", "planning_reason")) == EXPECTED_OUTCOMES
+
+
+@pytest.mark.django_db
+def test_a_chunk_whose_event_was_planned_meanwhile_is_rolled_back_whole(registry_files, approver, monkeypatch):
+    admit_backlog(registry_files, approver)
+    backlog = list(Event.objects.filter(planned_at__isnull=True).order_by("id").values_list("id", flat=True))
+    proposals, entries = Proposal.objects.count(), JournalEntry.objects.count()
+    decide_chunk = planning_batch._decide_chunk
+
+    def planned_meanwhile(events, registry):
+        # A planner that ignored the row locks marks the chunk's third event first.
+        Event.objects.filter(pk=backlog[2]).update(planned_at=at("2026-11-30T22:00:19Z"), planning_outcome="NOOP")
+        return decide_chunk(events, registry)
+
+    monkeypatch.setattr(planning_batch, "_decide_chunk", planned_meanwhile)
+    assert planning_batch.plan_batch(now=NOW, registry=get_registry()) == 0
+    assert (Proposal.objects.count(), JournalEntry.objects.count()) == (proposals, entries)
+    assert list(Event.objects.filter(pk__in=backlog).order_by("id").values_list("planned_at", "planning_outcome")) == [
+        (None, None)] * 8

@@ -4,7 +4,7 @@ a refused envelope journaled and the rest admitted, a crash between chunks losin
 from unittest import mock
 
 import pytest
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 
 from lib.slots import DueSlot
 from ops.slot_loop import iterate
@@ -283,3 +283,15 @@ def test_each_chunk_of_a_burst_is_stamped_when_it_is_admitted(registry_files, mo
     assert [s.last_tick_at for s in ScheduleState.objects.filter(loop__in=names).order_by("loop")] == stamps
     assert [e.at for e in JournalEntry.objects.filter(action="event_admitted", data__eventId__in=[
         f"clock:{name}:{SLOT}" for name in names]).order_by("id")] == stamps
+
+
+def test_a_loop_has_one_state_row_and_its_name_no_pattern_index():
+    ScheduleState.objects.create(loop="heartbeat", enabled=True)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ScheduleState.objects.create(loop="heartbeat", enabled=True)
+    with connection.cursor() as cursor:
+        indexes = connection.introspection.get_constraints(cursor, ScheduleState._meta.db_table)
+    on_loop = sorted(name for name, index in indexes.items() if index["columns"] == ["loop"])
+    # PostgreSQL: the named constraint alone; SQLite: the column's own UNIQUE, which Django introspects unnamed.
+    assert on_loop == (["schedule_state_one_per_loop"] if connection.vendor == "postgresql"
+                       else ["__unnamed_constraint_1__"])
