@@ -57,6 +57,8 @@ def shutdown_grace_seconds() -> float:
 
 class Command(BaseCommand):
     help = "Serve the runtime: HTTP (gunicorn), the slot loop and run workers, supervised together."
+    # Run by ``prepare``, once the slot loop is started: its start overlaps them.
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("--bind", default="127.0.0.1:7522", help="HOST:PORT for HTTP (default 127.0.0.1:7522)")
@@ -74,6 +76,41 @@ class Command(BaseCommand):
             raise CommandError("--http-workers must be at least 1 and --run-workers at least 0")
         if options["demo"]:
             self.exec_demo(options)
+        self.stopping = False
+        # Handlers go in before any child exists: a SIGTERM during start-up must stop
+        # the children, never kill the supervisor and orphan them.
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        # Every child starts from the registry this process loads (runtime.registry.store).
+        self.shared_dir = Path(tempfile.mkdtemp(prefix="factory-registry-"))
+        self.env = {
+            **os.environ, SUPERVISOR_PID_VARIABLE: str(os.getpid()),
+            SHARED_VARIABLE: str(self.shared_dir / "registry.pickle"),
+        }
+        children = {}
+        try:
+            if not options["no_loop"]:
+                # Started before this process's checks and registry load, which its own start
+                # overlaps: it waits for the shared registry before it touches the database.
+                children["slot-loop"] = self.spawn([sys.executable, self.manage, "slot_loop"], self.env)
+            self.prepare(skip_checks=options.get("skip_checks", False))
+            children |= self.start_children(options)
+        except BaseException:
+            # Killed before the shared directory goes: a slot loop that found it gone would
+            # load the files itself and start.
+            for child in children.values():
+                child.kill()
+                child.wait()
+            shutil.rmtree(self.shared_dir, ignore_errors=True)
+            raise
+        self.stdout.write(f"serving on http://{options['bind']}/ (inbox: /admin/); Ctrl-C stops")
+        raise SystemExit(self.supervise(children))
+
+    def prepare(self, *, skip_checks: bool) -> None:
+        """What the children wait for: the system checks (a bad registry refuses to start), the
+        database migrated, the operator account, then the registry written for them (``share``)."""
+        if not skip_checks:
+            self.check()
         self.refuse_unmigrated()
         ensure_operator(self.stdout.write)
         registry = get_registry()
@@ -82,14 +119,7 @@ class Command(BaseCommand):
             f"({sum(1 for loop in registry.loops.values() if loop.enabled)} enabled)"
         )
         connection.close()
-        self.stopping = False
-        # Handlers go in before any child exists: a SIGTERM during start-up must stop
-        # the children, never kill the supervisor and orphan them.
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
-        children = self.start_children(options)
-        self.stdout.write(f"serving on http://{options['bind']}/ (inbox: /admin/); Ctrl-C stops")
-        raise SystemExit(self.supervise(children))
+        store.share(self.shared_dir / "registry.pickle")
 
     def request_stop(self, signum, frame) -> None:
         self.stopping = True
@@ -120,10 +150,16 @@ class Command(BaseCommand):
         if executor.migration_plan(executor.loader.graph.leaf_nodes()):
             raise CommandError("the database has unapplied migrations: run `manage.py migrate` first (bin/serve does)")
 
+    @property
+    def manage(self) -> str:
+        return str(settings.BASE_DIR / "manage.py")
+
+    def spawn(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+        return subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, preexec_fn=die_with_parent)
+
     def start_children(self, options) -> dict[str, subprocess.Popen]:
-        manage = str(settings.BASE_DIR / "manage.py")
-        commands = {"slot-loop": [sys.executable, manage, "slot_loop"]} if not options["no_loop"] else {}
-        commands |= {
+        """Every child but the slot loop (``handle`` starts it first)."""
+        commands = {
             "http": [
                 sys.executable, "-m", "gunicorn", "factory_site.wsgi:application",
                 "--bind", options["bind"],
@@ -144,23 +180,13 @@ class Command(BaseCommand):
             ],
         }
         for index in range(options["run_workers"]):
-            commands[f"worker-{index + 1}"] = [sys.executable, manage, "worker"]
+            commands[f"worker-{index + 1}"] = [sys.executable, self.manage, "worker"]
         if channels():  # notifications are off unless configured (docs/notifications.md)
-            commands["notifier"] = [sys.executable, manage, "notify"]
-        # Every child starts from the registry this process loaded (runtime.registry.store).
-        self.shared_dir = Path(tempfile.mkdtemp(prefix="factory-registry-"))
-        store.share(self.shared_dir / "registry.pickle")
-        env = {
-            **os.environ, SUPERVISOR_PID_VARIABLE: str(os.getpid()),
-            SHARED_VARIABLE: str(self.shared_dir / "registry.pickle"),
-        }
+            commands["notifier"] = [sys.executable, self.manage, "notify"]
         # The HTTP workers add up their intake counters in files (ops.metrics_intake).
         self.metrics_dir = prepare_multiprocess_dir(settings.FACTORY_METRICS_DIR, options["bind"])
-        envs = {name: env for name in commands} | {"http": {**env, MULTIPROCESS_VARIABLE: str(self.metrics_dir)}}
-        return {
-            name: subprocess.Popen(argv, cwd=settings.BASE_DIR, env=envs[name], preexec_fn=die_with_parent)
-            for name, argv in commands.items()
-        }
+        envs = {name: self.env for name in commands} | {"http": {**self.env, MULTIPROCESS_VARIABLE: str(self.metrics_dir)}}
+        return {name: self.spawn(argv, envs[name]) for name, argv in commands.items()}
 
     def supervise(self, children: dict[str, subprocess.Popen]) -> int:
         exit_code = 0
