@@ -24,7 +24,9 @@ from pathlib import Path
 
 import environ
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.checks import Tags
+from django.core.checks.registry import registry as check_registry
+from django.core.management.base import BaseCommand, CommandError, SystemCheckError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
@@ -45,6 +47,10 @@ POLL_SECONDS = 0.2
 #: Threads per gunicorn worker: with the default two workers, 32 requests at once — ten slow
 #: clients all landing on one worker still leave it six (docs/design.md §10).
 HTTP_THREADS = 16
+#: The supervisor runs every system check before a child may start work (``prepare``), with
+#: the children's settings and code: a child running them again (about 0.4 s of CPU each)
+#: would only compete with the slot loop's start.
+CHILD_OPTIONS = ("--skip-checks",)
 #: gunicorn's error and access logs in the runtime's one format, request id included (factory_site.logs).
 GUNICORN_LOGGER = "factory_site.logs.GunicornLogger"
 
@@ -57,7 +63,7 @@ def shutdown_grace_seconds() -> float:
 
 class Command(BaseCommand):
     help = "Serve the runtime: HTTP (gunicorn), the slot loop and run workers, supervised together."
-    # Run by ``prepare``, once the slot loop is started: its start overlaps them.
+    # Run by ``prepare`` (``run_checks``), once the slot loop is started: its start overlaps them.
     requires_system_checks = []
 
     def add_arguments(self, parser):
@@ -92,7 +98,7 @@ class Command(BaseCommand):
             if not options["no_loop"]:
                 # Started before this process's checks and registry load, which its own start
                 # overlaps: it waits for the shared registry before it touches the database.
-                children["slot-loop"] = self.spawn([sys.executable, self.manage, "slot_loop"], self.env)
+                children["slot-loop"] = self.spawn([sys.executable, self.manage, "slot_loop", *CHILD_OPTIONS], self.env)
             self.prepare(skip_checks=options.get("skip_checks", False))
             children |= self.start_children(options)
         except BaseException:
@@ -108,9 +114,10 @@ class Command(BaseCommand):
 
     def prepare(self, *, skip_checks: bool) -> None:
         """What the children wait for: the system checks (a bad registry refuses to start), the
-        database migrated, the operator account, then the registry written for them (``share``)."""
+        database migrated, the operator account, then the registry written for them (``share``);
+        then the URLconf's checks, before any other child starts (``start_children``)."""
         if not skip_checks:
-            self.check()
+            self.run_checks(urls=False)
         self.refuse_unmigrated()
         ensure_operator(self.stdout.write)
         registry = get_registry()
@@ -120,6 +127,24 @@ class Command(BaseCommand):
         )
         connection.close()
         store.share(self.shared_dir / "registry.pickle")
+        if not skip_checks:
+            # They import every view (about 0.3 s of CPU) and concern only the HTTP side,
+            # which starts after them: the slot loop need not wait for them.
+            self.run_checks(urls=True)
+
+    def run_checks(self, *, urls: bool) -> None:
+        """The system checks ``manage.py check`` runs: with ``urls`` those tagged ``urls``, else
+        every other. Warnings are written to stderr; an error refuses to start (exit 1)."""
+        messages = [
+            message for check in check_registry.get_checks() if (Tags.urls in check.tags) is urls
+            for message in check(app_configs=None, databases=None) if not message.is_silenced()
+        ]
+        for message in messages:
+            if not message.is_serious():
+                self.stderr.write(str(message))
+        serious = [str(message) for message in messages if message.is_serious()]
+        if serious:
+            raise SystemCheckError("System check identified some issues:\n" + "\n".join(serious))
 
     def request_stop(self, signum, frame) -> None:
         self.stopping = True
@@ -180,9 +205,9 @@ class Command(BaseCommand):
             ],
         }
         for index in range(options["run_workers"]):
-            commands[f"worker-{index + 1}"] = [sys.executable, self.manage, "worker"]
+            commands[f"worker-{index + 1}"] = [sys.executable, self.manage, "worker", *CHILD_OPTIONS]
         if channels():  # notifications are off unless configured (docs/notifications.md)
-            commands["notifier"] = [sys.executable, self.manage, "notify"]
+            commands["notifier"] = [sys.executable, self.manage, "notify", *CHILD_OPTIONS]
         # The HTTP workers add up their intake counters in files (ops.metrics_intake).
         self.metrics_dir = prepare_multiprocess_dir(settings.FACTORY_METRICS_DIR, options["bind"])
         envs = {name: self.env for name in commands} | {"http": {**self.env, MULTIPROCESS_VARIABLE: str(self.metrics_dir)}}
