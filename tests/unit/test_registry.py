@@ -2,6 +2,7 @@
 
 import importlib
 import json
+import time
 import types
 
 import pytest
@@ -227,7 +228,7 @@ def test_get_registry_looks_at_the_files_at_most_once_a_second(registry_files, m
 
     store_module = importlib.import_module("runtime.registry.store")
     clock = [100.0]
-    monkeypatch.setattr(store_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(store_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time_ns=time.time_ns))
     looks = []
     real = store_module.watched_files
     monkeypatch.setattr(store_module, "watched_files", lambda *dirs: looks.append(clock[0]) or real(*dirs))
@@ -337,15 +338,14 @@ def shared_setup(registry_files, monkeypatch, shared):
 
 def test_a_child_started_before_its_supervisor_shared_the_registry_waits_for_it(registry_files, monkeypatch, tmp_path):
     import threading
-    import time
 
     from runtime.registry.store import store
 
     (tmp_path / "private").mkdir()
     shared = tmp_path / "private" / "registry.pickle"
     supervisor, loads = shared_setup(registry_files, monkeypatch, shared)
-    threading.Timer(0.3, lambda: (tmp_path / "aside.pickle").rename(shared)).start()
     started = time.monotonic()
+    threading.Timer(0.3, lambda: (tmp_path / "aside.pickle").rename(shared)).start()
     child = store.current()
     assert (child.digest, loads) == (supervisor.digest, [])
     assert time.monotonic() - started >= 0.3
@@ -354,7 +354,6 @@ def test_a_child_started_before_its_supervisor_shared_the_registry_waits_for_it(
 @pytest.mark.parametrize("case", ["directory removed", "supervisor gone"])
 def test_a_child_does_not_wait_for_a_supervisor_that_is_gone(registry_files, monkeypatch, tmp_path, case):
     import os
-    import time
 
     from lib.processes import SUPERVISOR_PID_VARIABLE
     from runtime.registry.store import store
