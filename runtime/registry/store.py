@@ -53,17 +53,43 @@ SHARED_WAIT_SECONDS = 120.0
 SHARED_POLL_SECONDS = 0.01
 
 
+#: A directory whose mtime is this recent (against this host's clock) is listed again
+#: rather than trusted: two changes within one tick of the file system's clock leave one
+#: mtime, and a file added while the directory was being listed may be in neither.
+LISTING_TRUST_SECONDS = 2.0
+#: The last listing of each registry directory: ``((directory, mtime_ns), …)`` and its files.
+_listings: dict[str, tuple[tuple, list[str]]] = {}
+
+
 def watched_files(registry_dir: Path, config_dir: Path) -> list[str]:
     """The files whose change triggers a reload, as paths: every ``*.json`` file under the
     registry directory (sorted), then the overlay files. ``os.walk`` and plain strings, not
     ``Path.rglob``: the slot loop looks every iteration, and pathlib's walk was most of an
-    idle iteration's time (docs/performance.md)."""
-    paths = []
-    for root, dirs, files in os.walk(registry_dir):
-        dirs.sort()
-        paths += [os.path.join(root, name) for name in files if name.endswith(".json")]
-    paths.sort()
-    return paths + [os.path.join(config_dir, "schedule.yaml"), os.path.join(config_dir, "repos.yaml")]
+    idle iteration's time (docs/performance.md). The last listing is kept while every
+    directory it walked has the mtime it had then, older than ``LISTING_TRUST_SECONDS``
+    (an entry added, removed or renamed changes its directory's mtime): then only the
+    directories are looked at, not listed."""
+    listing = _listings.get(str(registry_dir))
+    if listing is None or not _settled(listing[0]):
+        directories, paths = [], []
+        for root, dirs, files in os.walk(registry_dir):
+            dirs.sort()
+            directories.append((root, os.stat(root).st_mtime_ns))
+            paths += [os.path.join(root, name) for name in files if name.endswith(".json")]
+        paths.sort()
+        listing = _listings[str(registry_dir)] = (tuple(directories), paths)
+    return listing[1] + [os.path.join(config_dir, "schedule.yaml"), os.path.join(config_dir, "repos.yaml")]
+
+
+def _settled(directories: tuple) -> bool:
+    """Every directory still has its recorded mtime, older than ``LISTING_TRUST_SECONDS``."""
+    trusted_before = time.time_ns() - int(LISTING_TRUST_SECONDS * 1e9)
+    try:
+        return bool(directories) and all(
+            os.stat(directory).st_mtime_ns == mtime < trusted_before for directory, mtime in directories
+        )
+    except OSError:  # a directory gone
+        return False
 
 
 class RegistryStore:
