@@ -6,6 +6,16 @@ fork — forwards SIGTERM/SIGINT to them, and when any child dies it stops the r
 exits non-zero, so whatever supervises *it* (systemd, launchd, a terminal) sees the
 failure instead of a half-alive runtime.
 
+Start-up order (docs/performance.md, start-up): the slot loop is started first, before
+this process runs the system checks, finds the database migrated, ensures the operator
+account and loads the registry; the slot loop's own start (Python, Django) overlaps that
+work and then waits for the registry this process shares (``runtime.registry.store``),
+which is written only once all of it succeeded, so it touches no database this process
+refuses. The URLconf's checks (importing every view: about 0.3 s, and only the HTTP side's
+concern) follow; one failing stops the runtime like a dead child, the slot loop after
+perhaps an iteration. Then gunicorn, the run workers and the notifier start from that
+registry. The children skip the system checks this process ran with their settings and code.
+
 ``--demo`` runs the same runtime on the demo's settings (``demo/demo.env``): its own
 SQLite file under ``var/demo/``, the demo config (two repos, the fake adapter's
 scripted outcomes) and every agent definition played by the fake adapter
