@@ -12,8 +12,8 @@ account and loads the registry; the slot loop's own start (Python, Django) overl
 work and then waits for the registry this process shares (``runtime.registry.store``),
 which is written only once all of it succeeded, so it touches no database this process
 refuses. The URLconf's checks (importing every view: about 0.3 s, and only the HTTP side's
-concern) follow; one failing stops the runtime like a dead child, the slot loop after
-perhaps an iteration. Then gunicorn, the run workers and the notifier start from that
+concern) follow; one failing stops the slot loop with SIGTERM, after perhaps an
+iteration, and refuses to start. Then gunicorn, the run workers and the notifier start from that
 registry. The children skip the system checks this process ran with their settings and code.
 
 ``--demo`` runs the same runtime on the demo's settings (``demo/demo.env``): its own
@@ -112,15 +112,29 @@ class Command(BaseCommand):
             self.prepare(skip_checks=options.get("skip_checks", False))
             children |= self.start_children(options)
         except BaseException:
-            # Killed before the shared directory goes: a slot loop that found it gone would
-            # load the files itself and start.
-            for child in children.values():
-                child.kill()
-                child.wait()
-            shutil.rmtree(self.shared_dir, ignore_errors=True)
+            self.abort(children, started=(self.shared_dir / "registry.pickle").exists())
             raise
         self.stdout.write(f"serving on http://{options['bind']}/ (inbox: /admin/); Ctrl-C stops")
         raise SystemExit(self.supervise(children))
+
+    def abort(self, children: dict[str, subprocess.Popen], *, started: bool) -> None:
+        """Stop the children of a start-up that failed, then remove the shared directory. Once
+        the registry is shared (``started``) the slot loop may be working: SIGTERM lets it
+        stop as usual. Before, it is killed: it may not have its signal handlers yet, and
+        one that found the directory gone would load the files itself and start."""
+        for child in children.values():
+            if started:
+                child.send_signal(signal.SIGTERM)
+            else:
+                child.kill()
+        for name, child in children.items():
+            try:
+                child.wait(timeout=shutdown_grace_seconds())
+            except subprocess.TimeoutExpired:
+                self.stderr.write(f"child {name} did not stop; killing it")
+                child.kill()
+                child.wait()
+        shutil.rmtree(self.shared_dir, ignore_errors=True)
 
     def prepare(self, *, skip_checks: bool) -> None:
         """What the children wait for: the system checks (a bad registry refuses to start), the
