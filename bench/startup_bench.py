@@ -60,7 +60,7 @@ def describe(pid: int) -> tuple[str, float, float, float]:
     """(role, resident MB, start as a unix instant, CPU seconds so far) of process ``pid``."""
     argv = (Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"))
     text = " ".join(a.decode() for a in argv if a)
-    role = ("slot loop" if "slot_loop" in text else "run worker" if text.endswith(" worker")
+    role = ("slot loop" if "slot_loop" in text else "run worker" if b"worker" in argv
             else "gunicorn" if "gunicorn" in text else "runserve" if "runserve" in text else text[:40])
     rss = 0.0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -25,9 +25,12 @@ from runtime.registry import store
 from runtime.services.backlog import backlog
 from runtime.services.outbox import publish_outbox
 from runtime.services.planning import plan_pending
+from schedules.due_check import check_idle
 from schedules.emitter import EmitterLease
 from schedules.models import SlotLoopStatus
-from schedules.ticks import TickReport, emit_due_ticks
+from schedules.repair import future_limit
+from schedules.state import SYNC_NAME, loops_fingerprint
+from schedules.ticks import TickReport, emit_due_ticks, keyed_loops
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +51,10 @@ def iterate(
     """One iteration at ``now`` (the database's instant): reload a changed registry, admit due
     ticks (unless ``ticks`` is False: the tick thread does), publish the outbox, plan events.
     The outbox and planning phases run only when ``runtime.services.backlog`` says they
-    have work, so an idle iteration is a few precompiled statements (docs/performance.md).
+    have work. With ``ticks`` the ticks' question and the backlog's are asked in one
+    statement first (``schedules.due_check.check_idle``), so an idle iteration is that
+    statement and the doctor's row (docs/design.md §5); when a tick may be due,
+    ``emit_due_ticks`` takes its own path and the backlog is asked again after it.
 
     ``at``, a past instant (``schedule tick --at``), only decides which slots are due
     (``schedules.ticks.emit_due_ticks``): publication and planning happen at ``now``, so
@@ -57,8 +63,20 @@ def iterate(
     started = time.monotonic()
     store.refresh()
     registry = store.current()
-    fired = emit_due_ticks(now=now, registry=registry, at=at) if ticks else []
-    waiting = backlog()
+    fired, waiting = [], None
+    if ticks and at is None:
+        # The question emit_due_ticks asks first (due_check.nothing_due), with the backlog's.
+        idle, waiting = check_idle(
+            sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
+            future_after=future_limit(now), keyed=tuple(keyed_loops(registry)),
+        )
+        if not idle:
+            # Ticks admitted now are events to plan: the backlog is asked after them.
+            fired, waiting = emit_due_ticks(now=now, registry=registry), None
+    elif ticks:
+        fired = emit_due_ticks(now=now, registry=registry, at=at)
+    if waiting is None:
+        waiting = backlog()
     published = publish_outbox(now=now, registry=registry) if waiting.outbox else 0
     # Published chain events are planned in the same iteration, as before the check.
     planned = plan_in_steps(now=now, registry=registry) if waiting.events or published else 0

@@ -8,6 +8,10 @@ say "work" when there is none (the full path then finds nothing), never the reve
 The statement is plain SQL built once per process and registry: building it through the
 ORM cost more than the database's answer.
 
+``check_idle`` asks the same and, in the same statement, ``runtime.services.backlog``'s
+two questions (outbox rows pending? events not planned?): an idle slot-loop iteration
+is then one round trip to the database and the doctor's row (docs/design.md §5).
+
 A keyed loop has work (``schedules.keyed``) when its state row is missing or marks it
 disabled while it is enabled, when an event of its setting or clearing types lies past
 its cursor (applied events stay there until they settle, a minute), or, enabled, when one
@@ -21,6 +25,7 @@ from django.db.models import DateTimeField
 
 from runtime.models import Event
 from runtime.registry import Loop
+from runtime.services.backlog import Backlog, backlog_columns
 
 from .models import KeyedRule, KeyedSchedule, ScheduleState, ScheduleSync
 
@@ -28,9 +33,12 @@ _INSTANT = DateTimeField()
 _sql: dict[tuple, tuple[str, list]] = {}
 
 
-def _statement(keyed: tuple[Loop, ...]) -> tuple[str, list]:
-    """The statement and its constant parameters (the keyed loops' names and types)."""
-    cache_key = (connection.vendor, tuple((loop.name, loop.enabled, loop.keyed.event_types) for loop in keyed))
+def _statement(keyed: tuple[Loop, ...], *, with_backlog: bool) -> tuple[str, list]:
+    """The statement and its constant parameters (the keyed loops' names and types); with
+    ``with_backlog`` its first two columns are ``backlog_columns()``."""
+    cache_key = (
+        connection.vendor, with_backlog, tuple((loop.name, loop.enabled, loop.keyed.event_types) for loop in keyed),
+    )
     if cache_key in _sql:
         return _sql[cache_key]
     quote = connection.ops.quote_name
@@ -65,6 +73,8 @@ def _statement(keyed: tuple[Loop, ...]) -> tuple[str, list]:
             parts.append(
                 f"EXISTS (SELECT 1 FROM {rows} WHERE {quote('loop')} IN ({listed(enabled)}) AND {quote('next_due')} <= %s)"
             )
+    if with_backlog:
+        parts[:0] = backlog_columns()
     _sql[cache_key] = (f"SELECT {', '.join(parts)}", constants)
     return _sql[cache_key]
 
@@ -76,12 +86,26 @@ def nothing_due(
     no state is due at ``due_by``, no state or keyed row has a last slot after
     ``future_after`` (``schedules.repair``) and none of the ``keyed`` loops (the registry's)
     has work at ``due_by``. One statement."""
-    sql, constants = _statement(keyed)
+    return _ask(sync_name, fingerprint, due_by, future_after, keyed, with_backlog=False)[0]
+
+
+def check_idle(
+    *, sync_name: str, fingerprint: str, due_by: datetime, future_after: datetime, keyed: tuple[Loop, ...] = (),
+) -> tuple[bool, Backlog]:
+    """``(nothing_due(…), runtime.services.backlog.backlog())`` with the same arguments as
+    ``nothing_due``, in one statement."""
+    return _ask(sync_name, fingerprint, due_by, future_after, keyed, with_backlog=True)
+
+
+def _ask(sync_name, fingerprint, due_by, future_after, keyed, *, with_backlog: bool) -> tuple[bool, Backlog | None]:
+    sql, constants = _statement(keyed, with_backlog=with_backlog)
     due, future = (_INSTANT.get_db_prep_value(value, connection) for value in (due_by, future_after))
     params = [sync_name, due, future, future, *constants]
     if any(loop.enabled for loop in keyed):
         params.append(due)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        synced, *work = cursor.fetchone()
-    return synced == fingerprint and not any(work)
+        row = cursor.fetchone()
+    waiting = Backlog(outbox=bool(row[0]), events=bool(row[1])) if with_backlog else None
+    synced, *work = row[2:] if with_backlog else row
+    return synced == fingerprint and not any(work), waiting

@@ -16,7 +16,12 @@ A process started by ``runserve`` takes its first registry from the one its supe
 loaded (``share``: a pickle in a private directory, named by ``SHARED_VARIABLE``) when
 the files' fingerprint is still the one it was loaded from, instead of loading the files
 again: at 10,000 loops that is 0.1 s instead of 1 s in each of four processes starting
-at once (docs/performance.md, start-up).
+at once (docs/performance.md, start-up). The slot loop is started before the supervisor
+has loaded anything, so that its own start overlaps the supervisor's: a process whose
+shared file is named, in a directory that exists, but not written yet waits for it
+(``SHARED_WAIT_SECONDS`` at most, and only while its supervisor lives). The file is
+also the supervisor's go-ahead: it is written once the database is found migrated and
+the registry good, and a child waits for it before it touches the database.
 """
 
 import logging
@@ -27,6 +32,8 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+
+from lib.processes import SUPERVISOR_PID_VARIABLE
 
 from .files import snapshot
 from .loader import load_registry
@@ -39,19 +46,50 @@ logger = logging.getLogger(__name__)
 CHANGE_CHECK_SECONDS = 1.0
 #: The environment variable naming the supervisor's shared registry file (``share``).
 SHARED_VARIABLE = "FACTORY_REGISTRY_SHARED_FILE"
+#: How long a process waits for its supervisor's shared file to be written, at most: the
+#: supervisor's own checks and registry load come first (about 15 s at 100,000 loops).
+SHARED_WAIT_SECONDS = 120.0
+#: How often a waiting process looks for the file: 10 ms of start-up at most.
+SHARED_POLL_SECONDS = 0.01
+
+
+#: A directory whose mtime is this recent (against this host's clock) is listed again
+#: rather than trusted: two changes within one tick of the file system's clock leave one
+#: mtime, and a file added while the directory was being listed may be in neither.
+LISTING_TRUST_SECONDS = 2.0
+#: The last listing of each registry directory: ``((directory, mtime_ns), …)`` and its files.
+_listings: dict[str, tuple[tuple, list[str]]] = {}
 
 
 def watched_files(registry_dir: Path, config_dir: Path) -> list[str]:
     """The files whose change triggers a reload, as paths: every ``*.json`` file under the
     registry directory (sorted), then the overlay files. ``os.walk`` and plain strings, not
     ``Path.rglob``: the slot loop looks every iteration, and pathlib's walk was most of an
-    idle iteration's time (docs/performance.md)."""
-    paths = []
-    for root, dirs, files in os.walk(registry_dir):
-        dirs.sort()
-        paths += [os.path.join(root, name) for name in files if name.endswith(".json")]
-    paths.sort()
-    return paths + [os.path.join(config_dir, "schedule.yaml"), os.path.join(config_dir, "repos.yaml")]
+    idle iteration's time (docs/performance.md). The last listing is kept while every
+    directory it walked has the mtime it had then, older than ``LISTING_TRUST_SECONDS``
+    (an entry added, removed or renamed changes its directory's mtime): then only the
+    directories are looked at, not listed."""
+    listing = _listings.get(str(registry_dir))
+    if listing is None or not _settled(listing[0]):
+        directories, paths = [], []
+        for root, dirs, files in os.walk(registry_dir):
+            dirs.sort()
+            directories.append((root, os.stat(root).st_mtime_ns))
+            paths += [os.path.join(root, name) for name in files if name.endswith(".json")]
+        paths.sort()
+        listing = _listings[str(registry_dir)] = (tuple(directories), paths)
+    return listing[1] + [os.path.join(config_dir, "schedule.yaml"), os.path.join(config_dir, "repos.yaml")]
+
+
+def _settled(directories: tuple) -> bool:
+    """Every directory still has its recorded mtime, older than ``LISTING_TRUST_SECONDS``."""
+    trusted_before = time.time_ns() - int(LISTING_TRUST_SECONDS * 1e9)
+    try:
+        return bool(directories) and all(
+            os.stat(directory).st_mtime_ns == mtime < trusted_before for directory, mtime in directories
+        )
+    except OSError:  # a directory gone
+        return False
 
 
 class RegistryStore:
@@ -92,9 +130,12 @@ class RegistryStore:
         ``path`` (created 0600; a process given it in ``SHARED_VARIABLE`` starts from it)."""
         with self._lock:
             data = pickle.dumps((self._fingerprint, self._registry), protocol=pickle.HIGHEST_PROTOCOL)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # Written aside and renamed: a child waiting for the file never reads half of it.
+        partial = f"{path}.partial"
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "wb") as out:
             out.write(data)
+        os.replace(partial, path)
 
     def refresh(self) -> bool:
         """Re-read the files if they changed. Returns True when a new registry took effect."""
@@ -153,7 +194,7 @@ def _shared_registry(fingerprint: tuple) -> Registry | None:
     ``fingerprint``; None when there is none, it came from other files, or it cannot be read
     (then the files are loaded as usual)."""
     path = os.environ.get(SHARED_VARIABLE)
-    if not path:
+    if not path or not _written(path):
         return None
     try:
         with open(path, "rb") as shared:
@@ -166,6 +207,20 @@ def _shared_registry(fingerprint: tuple) -> Registry | None:
     if loaded_from != fingerprint or not isinstance(registry, Registry):
         return None
     return registry
+
+
+def _written(path: str) -> bool:
+    """Wait for the supervisor to write ``path`` (``share``) while its directory exists and
+    the supervisor is this process's parent, ``SHARED_WAIT_SECONDS`` at most; True once
+    the file is there. A directory already removed (the supervisor stopped) is not waited for."""
+    supervisor = os.environ.get(SUPERVISOR_PID_VARIABLE, "")
+    deadline = time.monotonic() + SHARED_WAIT_SECONDS
+    while not os.path.exists(path):
+        gone = supervisor.isdigit() and os.getppid() != int(supervisor)
+        if gone or not os.path.isdir(os.path.dirname(path)) or time.monotonic() > deadline:
+            return False
+        time.sleep(SHARED_POLL_SECONDS)
+    return True
 
 
 def get_registry() -> Registry:

@@ -21,23 +21,25 @@ class Backlog:
     events: bool
 
 
-_sql: dict[str, str] = {}
+_columns: dict[str, list[str]] = {}
 
 
-def _statement() -> str:
-    if connection.vendor not in _sql:
+def backlog_columns() -> list[str]:
+    """The two answers as SQL expressions (``outbox``, ``events``), for ``backlog`` and for a
+    statement that asks them with other questions (``schedules.due_check.check_idle``)."""
+    if connection.vendor not in _columns:
         quote = connection.ops.quote_name
-        _sql[connection.vendor] = (
-            f"SELECT EXISTS (SELECT 1 FROM {quote(OutboxEntry._meta.db_table)} "
-            f"WHERE {quote('status')} = '{OutboxStatus.PENDING.value}'), "
-            f"EXISTS (SELECT 1 FROM {quote(Event._meta.db_table)} WHERE {quote('planned_at')} IS NULL)"
-        )
-    return _sql[connection.vendor]
+        _columns[connection.vendor] = [
+            f"EXISTS (SELECT 1 FROM {quote(OutboxEntry._meta.db_table)} "
+            f"WHERE {quote('status')} = '{OutboxStatus.PENDING.value}')",
+            f"EXISTS (SELECT 1 FROM {quote(Event._meta.db_table)} WHERE {quote('planned_at')} IS NULL)",
+        ]
+    return _columns[connection.vendor]
 
 
 def backlog() -> Backlog:
     """What waits for the slot loop now: one statement."""
     with connection.cursor() as cursor:
-        cursor.execute(_statement())
+        cursor.execute(f"SELECT {', '.join(backlog_columns())}")
         outbox, events = cursor.fetchone()
     return Backlog(outbox=bool(outbox), events=bool(events))

@@ -7,6 +7,7 @@ import pytest
 from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
 from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
+from runtime.services.backlog import Backlog
 from tests.conftest import at
 from tests.helpers import inject, step
 
@@ -46,6 +47,22 @@ def test_a_crash_between_the_runs_end_and_publication_admits_each_chained_event_
     step("2026-11-30T10:03:00Z")                    # and another iteration: nothing more
     assert [admissions(event_id) for event_id in ids] == [1, 1]
     assert list(OutboxEntry.objects.values_list("status", "duplicate")) == [("published", False), ("published", False)]
+
+
+def test_an_iteration_with_no_tick_due_publishes_the_pending_rows_its_one_check_found(fake_agents, approver):
+    run = finished_dispatch(fake_agents, approver)
+    from schedules.due_check import check_idle
+    from schedules.models import ScheduleSync
+    from schedules.repair import future_limit
+
+    now = at("2026-11-30T10:01:01Z")
+    sync = ScheduleSync.objects.get()
+    assert check_idle(sync_name=sync.name, fingerprint=sync.fingerprint, due_by=now, future_after=future_limit(now))[1] == (
+        Backlog(outbox=True, events=False)
+    )
+    report = step("2026-11-30T10:01:01Z")
+    assert (report.ticks, report.published, report.planned) == ([], 2, 2)
+    assert list(OutboxEntry.objects.filter(run=run).values_list("status", flat=True)) == ["published", "published"]
 
 
 def test_a_publisher_dying_inside_its_transaction_leaves_the_row_pending_and_admits_nothing(fake_agents, approver):

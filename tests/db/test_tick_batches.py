@@ -145,8 +145,9 @@ def test_an_idle_iteration_makes_the_same_named_statements_at_10_and_1000_loops(
     # One statement: synced with this registry? any state due, or to repair? any keyed row to repair?
     assert few[0] == many[0] == ["SELECT schedules_schedulesync"]
     assert few[1] == many[1] == [
-        "SELECT schedules_schedulesync",    # the ticks' question, as above
-        "SELECT runtime_outboxentry",       # any outbox row pending? any event to plan?
+        # One statement (schedules.due_check.check_idle): any outbox row pending? any event
+        # to plan? and the ticks' question, as above.
+        "SELECT runtime_outboxentry",
         "UPDATE schedules_slotloopstatus",  # the doctor's row
     ]
 
@@ -211,6 +212,34 @@ def test_the_idle_check_answers_nothing_due_only_when_nothing_is(registry_files,
     assert answer is (case == "idle")
 
 
+@pytest.mark.parametrize("case", ["idle", "due", "unsynced", "unplanned event"])
+def test_the_combined_check_answers_the_ticks_and_the_backlog_in_one_statement(registry_files, case):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from runtime.services.backlog import Backlog
+    from schedules.due_check import check_idle
+    from schedules.models import ScheduleSync
+
+    five_loops(registry_files)
+    tick("2026-11-30T21:07:00Z")
+    Event.objects.update(planned_at=at("2026-11-30T21:07:00Z"), planning_outcome="NOOP")
+    sync = ScheduleSync.objects.get()
+    fingerprint, now = sync.fingerprint, at("2026-11-30T21:07:30Z")
+    if case == "due":
+        ScheduleState.objects.filter(loop="loop-3").update(next_due=now)
+    elif case == "unsynced":
+        fingerprint = "another registry"
+    elif case == "unplanned event":
+        Event.objects.filter(pk=Event.objects.order_by("id").first().pk).update(planned_at=None)
+    with CaptureQueriesContext(connection) as captured:
+        answer = check_idle(sync_name=sync.name, fingerprint=fingerprint, due_by=now, future_after=at("2026-11-30T21:07:40Z"))
+    assert len(captured.captured_queries) == 1
+    assert answer == (
+        case not in ("due", "unsynced"), Backlog(outbox=False, events=case == "unplanned event"),
+    )
+
+
 KERNEL_KEYED_WORK = ["idle", "no state row", "enabled but marked disabled", "an event past the cursor", "a row due"]
 
 
@@ -250,7 +279,7 @@ def test_the_idle_check_sees_the_keyed_loops_work(registry_files, case):
     assert answer is (case == "idle")
 
 
-def test_an_idle_iteration_with_the_kernels_keyed_loop_is_still_three_statements(registry_files):
+def test_an_idle_iteration_with_the_kernels_keyed_loop_is_still_two_statements(registry_files):
     registry_files.write_config("schedule.yaml", "schedules:\n  customer-digest:\n    enabled: true\n")
     tick("2026-11-30T21:06:00Z")
     iterate(now=at("2026-11-30T21:06:01Z"))
@@ -260,9 +289,7 @@ def test_an_idle_iteration_with_the_kernels_keyed_loop_is_still_three_statements
     with CaptureQueriesContext(connection) as iteration:
         report = iterate(now=at("2026-11-30T21:06:02Z"))
     assert (report.ticks, report.planned, report.published) == ([], 0, 0)
-    assert statement_names(iteration.captured_queries) == [
-        "SELECT schedules_schedulesync", "SELECT runtime_outboxentry", "UPDATE schedules_slotloopstatus",
-    ]
+    assert statement_names(iteration.captured_queries) == ["SELECT runtime_outboxentry", "UPDATE schedules_slotloopstatus"]
 
 
 def test_each_chunk_of_a_burst_is_stamped_when_it_is_admitted(registry_files, monkeypatch):

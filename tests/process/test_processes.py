@@ -96,6 +96,22 @@ def test_a_child_that_dies_stops_the_whole_runtime_non_zero(runtime):
     assert "child slot-loop exited with status -9; stopping the runtime" in output
 
 
+def test_a_runserve_its_checks_refuse_stops_the_slot_loop_it_started_first_before_it_touched_the_database(runtime):
+    runtime.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabeld: true\n")
+    serve = runtime.start("runserve", "--bind", f"127.0.0.1:{free_port()}", "--http-workers", "1")
+    children = wait_for(
+        lambda: [pid for pid in children_of(serve.pid) if "slot_loop" in command_line(pid)],
+        timeout=30, what="the slot loop child", interval=0.02,
+    )
+    assert children_of(serve.pid) == children  # started first, alone
+    output, _ = serve.communicate(timeout=60)
+    assert serve.returncode == 1 and "runtime.E001" in output, output
+    for pid in children:
+        wait_for(lambda: not command_line(pid), timeout=30, what=f"child {pid} to exit")
+    doctor = json.loads(runtime.manage("doctor", check=False).stdout)
+    assert (doctor["loop"]["lastIterationAt"], doctor["processes"]) == (None, [])
+
+
 SLEEPER = {
     "id": "sleeper", "version": 1, "adapter": "command",
     "command": ["{python}", "-c", "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(120)"],

@@ -2,6 +2,7 @@
 
 import importlib
 import json
+import time
 import types
 
 import pytest
@@ -227,7 +228,7 @@ def test_get_registry_looks_at_the_files_at_most_once_a_second(registry_files, m
 
     store_module = importlib.import_module("runtime.registry.store")
     clock = [100.0]
-    monkeypatch.setattr(store_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(store_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time_ns=time.time_ns))
     looks = []
     real = store_module.watched_files
     monkeypatch.setattr(store_module, "watched_files", lambda *dirs: looks.append(clock[0]) or real(*dirs))
@@ -317,3 +318,53 @@ def test_a_process_starts_from_its_supervisors_registry_while_the_files_are_the_
     shared.write_bytes(b"not a pickle")
     assert store.current().loops["reaper"].every == "2m"
     assert len(loads) == 2
+
+
+def shared_setup(registry_files, monkeypatch, shared):
+    """The supervisor's registry pickled aside (``share``), ``SHARED_VARIABLE`` naming ``shared``,
+    the store reset as in a new child, and the list of the child's loads from the files."""
+    from runtime.registry.store import SHARED_VARIABLE, store
+
+    store_module = importlib.import_module("runtime.registry.store")
+    supervisor = store.current()
+    store.share(shared.parent.parent / "aside.pickle")
+    monkeypatch.setenv(SHARED_VARIABLE, str(shared))
+    loads = []
+    real = store_module.load_registry
+    monkeypatch.setattr(store_module, "load_registry", lambda *dirs: loads.append(dirs) or real(*dirs))
+    store.reset()
+    return supervisor, loads
+
+
+def test_a_child_started_before_its_supervisor_shared_the_registry_waits_for_it(registry_files, monkeypatch, tmp_path):
+    import threading
+
+    from runtime.registry.store import store
+
+    (tmp_path / "private").mkdir()
+    shared = tmp_path / "private" / "registry.pickle"
+    supervisor, loads = shared_setup(registry_files, monkeypatch, shared)
+    started = time.monotonic()
+    threading.Timer(0.3, lambda: (tmp_path / "aside.pickle").rename(shared)).start()
+    child = store.current()
+    assert (child.digest, loads) == (supervisor.digest, [])
+    assert time.monotonic() - started >= 0.3
+
+
+@pytest.mark.parametrize("case", ["directory removed", "supervisor gone"])
+def test_a_child_does_not_wait_for_a_supervisor_that_is_gone(registry_files, monkeypatch, tmp_path, case):
+    import os
+
+    from lib.processes import SUPERVISOR_PID_VARIABLE
+    from runtime.registry.store import store
+
+    (tmp_path / "private").mkdir()
+    shared = tmp_path / "private" / "registry.pickle"
+    supervisor, loads = shared_setup(registry_files, monkeypatch, shared)
+    if case == "directory removed":
+        (tmp_path / "private").rmdir()
+    else:
+        monkeypatch.setenv(SUPERVISOR_PID_VARIABLE, str(os.getppid() + 1))
+    started = time.monotonic()
+    assert store.current().digest == supervisor.digest
+    assert (len(loads), time.monotonic() - started < 5) == (1, True)

@@ -6,6 +6,16 @@ fork — forwards SIGTERM/SIGINT to them, and when any child dies it stops the r
 exits non-zero, so whatever supervises *it* (systemd, launchd, a terminal) sees the
 failure instead of a half-alive runtime.
 
+Start-up order (docs/performance.md, start-up): the slot loop is started first, before
+this process runs the system checks, finds the database migrated, ensures the operator
+account and loads the registry; the slot loop's own start (Python, Django) overlaps that
+work and then waits for the registry this process shares (``runtime.registry.store``),
+which is written only once all of it succeeded, so it touches no database this process
+refuses. The URLconf's checks (importing every view: about 0.3 s, and only the HTTP side's
+concern) follow; one failing stops the slot loop with SIGTERM, after perhaps an
+iteration, and refuses to start. Then gunicorn, the run workers and the notifier start from that
+registry. The children skip the system checks this process ran with their settings and code.
+
 ``--demo`` runs the same runtime on the demo's settings (``demo/demo.env``): its own
 SQLite file under ``var/demo/``, the demo config (two repos, the fake adapter's
 scripted outcomes) and every agent definition played by the fake adapter
@@ -24,7 +34,9 @@ from pathlib import Path
 
 import environ
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.checks import Tags
+from django.core.checks.registry import registry as check_registry
+from django.core.management.base import BaseCommand, CommandError, SystemCheckError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
@@ -45,6 +57,10 @@ POLL_SECONDS = 0.2
 #: Threads per gunicorn worker: with the default two workers, 32 requests at once — ten slow
 #: clients all landing on one worker still leave it six (docs/design.md §10).
 HTTP_THREADS = 16
+#: The supervisor runs every system check before a child may start work (``prepare``), with
+#: the children's settings and code: a child running them again (about 0.4 s of CPU each)
+#: would only compete with the slot loop's start.
+CHILD_OPTIONS = ("--skip-checks",)
 #: gunicorn's error and access logs in the runtime's one format, request id included (factory_site.logs).
 GUNICORN_LOGGER = "factory_site.logs.GunicornLogger"
 
@@ -57,6 +73,8 @@ def shutdown_grace_seconds() -> float:
 
 class Command(BaseCommand):
     help = "Serve the runtime: HTTP (gunicorn), the slot loop and run workers, supervised together."
+    # Run by ``prepare`` (``run_checks``), once the slot loop is started: its start overlaps them.
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("--bind", default="127.0.0.1:7522", help="HOST:PORT for HTTP (default 127.0.0.1:7522)")
@@ -74,6 +92,56 @@ class Command(BaseCommand):
             raise CommandError("--http-workers must be at least 1 and --run-workers at least 0")
         if options["demo"]:
             self.exec_demo(options)
+        self.stopping = False
+        # Handlers go in before any child exists: a SIGTERM during start-up must stop
+        # the children, never kill the supervisor and orphan them.
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        # Every child starts from the registry this process loads (runtime.registry.store).
+        self.shared_dir = Path(tempfile.mkdtemp(prefix="factory-registry-"))
+        self.env = {
+            **os.environ, SUPERVISOR_PID_VARIABLE: str(os.getpid()),
+            SHARED_VARIABLE: str(self.shared_dir / "registry.pickle"),
+        }
+        children = {}
+        try:
+            if not options["no_loop"]:
+                # Started before this process's checks and registry load, which its own start
+                # overlaps: it waits for the shared registry before it touches the database.
+                children["slot-loop"] = self.spawn([sys.executable, self.manage, "slot_loop", *CHILD_OPTIONS], self.env)
+            self.prepare(skip_checks=options.get("skip_checks", False))
+            children |= self.start_children(options)
+        except BaseException:
+            self.abort(children, started=(self.shared_dir / "registry.pickle").exists())
+            raise
+        self.stdout.write(f"serving on http://{options['bind']}/ (inbox: /admin/); Ctrl-C stops")
+        raise SystemExit(self.supervise(children))
+
+    def abort(self, children: dict[str, subprocess.Popen], *, started: bool) -> None:
+        """Stop the children of a start-up that failed, then remove the shared directory. Once
+        the registry is shared (``started``) the slot loop may be working: SIGTERM lets it
+        stop as usual. Before, it is killed: it may not have its signal handlers yet, and
+        one that found the directory gone would load the files itself and start."""
+        for child in children.values():
+            if started:
+                child.send_signal(signal.SIGTERM)
+            else:
+                child.kill()
+        for name, child in children.items():
+            try:
+                child.wait(timeout=shutdown_grace_seconds())
+            except subprocess.TimeoutExpired:
+                self.stderr.write(f"child {name} did not stop; killing it")
+                child.kill()
+                child.wait()
+        shutil.rmtree(self.shared_dir, ignore_errors=True)
+
+    def prepare(self, *, skip_checks: bool) -> None:
+        """What the children wait for: the system checks (a bad registry refuses to start), the
+        database migrated, the operator account, then the registry written for them (``share``);
+        then the URLconf's checks, before any other child starts (``start_children``)."""
+        if not skip_checks:
+            self.run_checks(urls=False)
         self.refuse_unmigrated()
         ensure_operator(self.stdout.write)
         registry = get_registry()
@@ -82,14 +150,25 @@ class Command(BaseCommand):
             f"({sum(1 for loop in registry.loops.values() if loop.enabled)} enabled)"
         )
         connection.close()
-        self.stopping = False
-        # Handlers go in before any child exists: a SIGTERM during start-up must stop
-        # the children, never kill the supervisor and orphan them.
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
-        children = self.start_children(options)
-        self.stdout.write(f"serving on http://{options['bind']}/ (inbox: /admin/); Ctrl-C stops")
-        raise SystemExit(self.supervise(children))
+        store.share(self.shared_dir / "registry.pickle")
+        if not skip_checks:
+            # They import every view (about 0.3 s of CPU) and concern only the HTTP side,
+            # which starts after them: the slot loop need not wait for them.
+            self.run_checks(urls=True)
+
+    def run_checks(self, *, urls: bool) -> None:
+        """The system checks ``manage.py check`` runs: with ``urls`` those tagged ``urls``, else
+        every other. Warnings are written to stderr; an error refuses to start (exit 1)."""
+        messages = [
+            message for check in check_registry.get_checks() if (Tags.urls in check.tags) is urls
+            for message in check(app_configs=None, databases=None) if not message.is_silenced()
+        ]
+        for message in messages:
+            if not message.is_serious():
+                self.stderr.write(str(message))
+        serious = [str(message) for message in messages if message.is_serious()]
+        if serious:
+            raise SystemCheckError("System check identified some issues:\n" + "\n".join(serious))
 
     def request_stop(self, signum, frame) -> None:
         self.stopping = True
@@ -120,10 +199,16 @@ class Command(BaseCommand):
         if executor.migration_plan(executor.loader.graph.leaf_nodes()):
             raise CommandError("the database has unapplied migrations: run `manage.py migrate` first (bin/serve does)")
 
+    @property
+    def manage(self) -> str:
+        return str(settings.BASE_DIR / "manage.py")
+
+    def spawn(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+        return subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, preexec_fn=die_with_parent)
+
     def start_children(self, options) -> dict[str, subprocess.Popen]:
-        manage = str(settings.BASE_DIR / "manage.py")
-        commands = {"slot-loop": [sys.executable, manage, "slot_loop"]} if not options["no_loop"] else {}
-        commands |= {
+        """Every child but the slot loop (``handle`` starts it first)."""
+        commands = {
             "http": [
                 sys.executable, "-m", "gunicorn", "factory_site.wsgi:application",
                 "--bind", options["bind"],
@@ -144,23 +229,13 @@ class Command(BaseCommand):
             ],
         }
         for index in range(options["run_workers"]):
-            commands[f"worker-{index + 1}"] = [sys.executable, manage, "worker"]
+            commands[f"worker-{index + 1}"] = [sys.executable, self.manage, "worker", *CHILD_OPTIONS]
         if channels():  # notifications are off unless configured (docs/notifications.md)
-            commands["notifier"] = [sys.executable, manage, "notify"]
-        # Every child starts from the registry this process loaded (runtime.registry.store).
-        self.shared_dir = Path(tempfile.mkdtemp(prefix="factory-registry-"))
-        store.share(self.shared_dir / "registry.pickle")
-        env = {
-            **os.environ, SUPERVISOR_PID_VARIABLE: str(os.getpid()),
-            SHARED_VARIABLE: str(self.shared_dir / "registry.pickle"),
-        }
+            commands["notifier"] = [sys.executable, self.manage, "notify", *CHILD_OPTIONS]
         # The HTTP workers add up their intake counters in files (ops.metrics_intake).
         self.metrics_dir = prepare_multiprocess_dir(settings.FACTORY_METRICS_DIR, options["bind"])
-        envs = {name: env for name in commands} | {"http": {**env, MULTIPROCESS_VARIABLE: str(self.metrics_dir)}}
-        return {
-            name: subprocess.Popen(argv, cwd=settings.BASE_DIR, env=envs[name], preexec_fn=die_with_parent)
-            for name, argv in commands.items()
-        }
+        envs = {name: self.env for name in commands} | {"http": {**self.env, MULTIPROCESS_VARIABLE: str(self.metrics_dir)}}
+        return {name: self.spawn(argv, envs[name]) for name, argv in commands.items()}
 
     def supervise(self, children: dict[str, subprocess.Popen]) -> int:
         exit_code = 0

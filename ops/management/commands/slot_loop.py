@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 from lib.processes import stop_on_signals
 from ops.process_rows import keep_row
 from ops.slot_loop import run_slot_loop
+from runtime.registry import store
 
 
 class Command(BaseCommand):
@@ -19,6 +20,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         stop = stop_on_signals()
+        # The registry before anything touches the database: under runserve this waits for
+        # the supervisor's shared registry, its go-ahead (runtime.registry.store).
+        store.current()
+        if stop.is_set():  # stopped, or its supervisor gone, while it waited: nothing to undo
+            return
         if not options["once"]:  # a long-running process keeps a row: host, pid, clock offset (§11)
             keep_row("slot-loop", stop)
         if not run_slot_loop(stop=stop, once=options["once"]):
