@@ -12,21 +12,16 @@ holds its event; when the group's transaction fails, each envelope is admitted a
 its own, so one the database refuses is that request's 500 and the others are admitted.
 """
 
-import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db import transaction
 
 from lib.group_commit import GroupCommit
-from lib.instants import format_instant, parse_instant
-from lib.json_text import canonical_json
 from runtime import clock
 from runtime.models import Door, Event
 from runtime.registry import Registry, get_registry
-from runtime.services.admission import AdmissionRefused, admit_batch, validate_envelope
-
-logger = logging.getLogger(__name__)
+from runtime.services.admission import AdmissionRefused, admit_batch, validate_envelope, warn_if_content_differs
 
 
 @dataclass(frozen=True)
@@ -83,14 +78,7 @@ def _warn_of_differing_duplicates(duplicates: list[tuple[dict, Door]]) -> None:
         return
     stored = {event.uid: event for event in Event.objects.filter(uid__in={e["eventId"] for e, _ in duplicates})}
     for envelope, door in duplicates:
-        event_id = envelope["eventId"]
-        normalised = {**envelope, "occurredAt": format_instant(parse_instant(envelope["occurredAt"]))}
-        if canonical_json(stored[event_id].envelope()) != canonical_json(normalised):
-            logger.warning(
-                "duplicate eventId %s with different content; the first admission stands",
-                event_id,
-                extra={"action": "duplicate_differs", "eventId": event_id, "door": door.value},
-            )
+        warn_if_content_differs(stored[envelope["eventId"]], envelope, door)
 
 
 #: This process's group of door admissions (one per process: its threads share it).

@@ -312,17 +312,17 @@ def admit_event(envelope, *, door: Door, now: datetime, registry: Registry | Non
         event.pk, event._state.adding = batch.admitted[event_id], False
         return Admission(admitted=True, duplicate=False, event_id=event_id, event=event)
     existing = Event.objects.get(uid=event_id)
-    if canonical_json(existing.envelope()) != canonical_json(_normalised(envelope)):
-        logger.warning(
-            "duplicate eventId %s with different content; the first admission stands",
-            event_id,
-            extra={"action": "duplicate_differs", "eventId": event_id, "door": door.value},
-        )
+    warn_if_content_differs(existing, envelope, door)
     return Admission(admitted=False, duplicate=True, event_id=event_id, event=existing)
 
 
-def _normalised(envelope: dict) -> dict:
-    """The envelope as it would be stored (``occurredAt`` in UTC), to compare with a stored one."""
-    data = dict(envelope)
-    data["occurredAt"] = format_instant(parse_instant(envelope["occurredAt"]))
-    return data
+def warn_if_content_differs(existing: Event, envelope: dict, door: Door) -> None:
+    """Log a warning when a duplicate ``envelope`` differs from the ``existing`` event it
+    repeats (``occurredAt`` compared in UTC): the first admission stands (docs/design.md §3)."""
+    normalised = {**envelope, "occurredAt": format_instant(parse_instant(envelope["occurredAt"]))}
+    if canonical_json(existing.envelope()) != canonical_json(normalised):
+        logger.warning(
+            "duplicate eventId %s with different content; the first admission stands",
+            envelope["eventId"],
+            extra={"action": "duplicate_differs", "eventId": envelope["eventId"], "door": door.value},
+        )

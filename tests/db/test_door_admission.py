@@ -31,7 +31,7 @@ def test_a_group_admits_each_new_event_id_once_and_answers_the_rest_duplicate(ca
         (envelope(eventId="b"), Door.GITHUB),
         (envelope(eventId="a"), Door.GITHUB),
     ]
-    with caplog.at_level(logging.WARNING, logger="intake.door_admission"):
+    with caplog.at_level(logging.WARNING, logger="runtime.services.admission"):
         answers = write_admissions(group)
     assert answers_of(answers) == [
         ("a", True, False), ("stored", False, True), ("a", False, True), ("b", True, False), ("a", False, True),
