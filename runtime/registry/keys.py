@@ -57,9 +57,11 @@ def _check_literal(text: str) -> None:
 def key_value(value) -> str | None:
     """A payload value as it is written in a key, or None when it cannot be one.
 
-    A non-empty string or an integer is written as it is; a non-empty list of those
-    (``prNumbers: [7]``) is written joined by commas (``7``, ``7,8``). Anything else —
-    an empty string, a boolean, a float, an object, null — cannot key an event.
+    A non-empty string or an integer is written as it is — ``7.0`` too, as ``7``: JSON
+    Schema's ``integer`` admits it, so a payload that wrote ``7.0`` must share the key of
+    one that wrote ``7`` —; a non-empty list of those (``prNumbers: [7]``) is written
+    joined by commas (``7``, ``7,8``). Anything else — an empty string, a boolean, a
+    fractional number, an object, null — cannot key an event.
     """
     if isinstance(value, list):
         parts = [key_value(item) for item in value if not isinstance(item, list)]
@@ -70,6 +72,8 @@ def key_value(value) -> str | None:
         return None
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
     if isinstance(value, str) and value:
         return value
     return None

@@ -105,6 +105,13 @@ def test_a_template_is_filled_from_scalars_and_lists_of_scalars():
     assert render_key("k:{payload.repo}:{payload.repo}", {"repo": "alpha"}) == "k:alpha:alpha"
 
 
+def test_an_integer_written_with_a_fraction_of_zero_keys_as_the_integer():
+    """JSON Schema's ``integer`` admits ``7.0``: it must not slip past the key ``7`` holds."""
+    template = "merge-scan:{payload.repo}:{payload.prNumbers}:{payload.headSha}"
+    assert render_key(template, {"repo": "alpha", "prNumbers": [7.0, 8], "headSha": SHA}) == f"merge-scan:alpha:7,8:{SHA}"
+    assert render_key("k:{payload.runId}", {"runId": 1e20}) == "k:100000000000000000000"
+
+
 @pytest.mark.parametrize("payload", [
     {"repo": "alpha"},                                            # the merge-<repo> sweep: no PR, no head
     {"repo": "alpha", "prNumbers": [7]},                          # no head
