@@ -13,6 +13,7 @@ from django.db.models import Case, IntegerField, Value, When
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from runtime import clock
 from runtime.models import Event, Run, RunStatus
@@ -180,11 +181,12 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="events it caused")
     def chain(self, run):
-        caused = Event.objects.filter(uid__startswith=f"chain:{run.pk}:").order_by("id").values_list("pk", "uid", "type")
+        # The run's outbox rows name every event it chained (``chain:<run id>:<position>``).
+        caused = Event.objects.filter(uid__in=run.outbox.values("event_uid")).order_by("id").values_list("pk", "uid", "type")
         if not caused:
             return "(none)"
         return format_html_join(
-            format_html("<br>"), "<a href='{}'>{}</a> {}",
+            mark_safe("<br>"), "<a href='{}'>{}</a> {}",
             ((reverse("admin:runtime_event_change", args=[pk]), uid, type_) for pk, uid, type_ in caused),
         )
 

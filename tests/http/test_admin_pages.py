@@ -9,11 +9,11 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from runtime.adapters.base import RunResult
-from runtime.models import JournalEntry, Proposal, Run
+from runtime.models import Event, JournalEntry, Proposal, Run
 from runtime.services.approval import approve_proposal
 from runtime.services.runs import claim_next_run, fail_attempt, finish_run, start_run
 from tests.conftest import SHA, at
-from tests.helpers import inject, tick
+from tests.helpers import inject, step, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -110,6 +110,13 @@ def test_history_is_the_rows_journal_oldest_first(client, approver, proposals):
     assert client.get(reverse("admin:runtime_proposal_history", args=["x"])).status_code == 404
 
 
+PR_OPEN_ONLY = """
+outcomes:
+  dispatch@1:
+    - results: [{outcome: PR_OPEN, data: {prNumber: 7, headSha: 3f786850e387550fdab836ed7e6dc881de23001b}}]
+"""
+
+
 @pytest.fixture
 def finished_run(registry_files, approver, settings, tmp_path):
     """A reaper run whose first attempt was lost and whose second finished with 70 KiB of output."""
@@ -155,3 +162,18 @@ def test_a_proposal_page_links_its_run_and_every_page_calls_its_history_the_jour
     for page in (run_url, reverse("admin:runtime_event_change", args=[finished_run.event_id])):
         body = client.get(page).content.decode()
         assert 'class="historylink">Journal</a>' in body and ">History</a>" not in body
+
+
+def test_a_run_page_lists_the_events_its_chain_admitted(client, approver, fake_agents, registry_files):
+    registry_files.write_config("fake-outcomes.yaml", PR_OPEN_ONLY)
+    inject("op-1", "factory.dispatch.requested", {"repo": "alpha", "ticket": "DEMO-1", "evidence": {}})
+    step("2026-11-30T10:00:00Z")
+    approve_proposal(Proposal.objects.get(status="pending").pk, user=approver, now=at("2026-11-30T10:00:30Z"))
+    step("2026-11-30T10:01:00Z")                    # the run ends and its two chained events are admitted
+    run = Run.objects.get(definition="dispatch@1")
+    client.force_login(approver)
+    body = client.get(reverse("admin:runtime_run_change", args=[run.pk])).content.decode()
+    caused = Event.objects.filter(uid__in=[f"chain:{run.pk}:0", f"chain:{run.pk}:1"])
+    assert caused.count() == 2
+    assert all(reverse("admin:runtime_event_change", args=[event.pk]) in body for event in caused)
+    assert [f"{event.uid}</a> {event.type}" in body for event in caused] == [True, True]
