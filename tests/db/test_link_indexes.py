@@ -4,7 +4,7 @@ still reads its partial index (docs/performance.md; migration runtime 0012)."""
 import pytest
 from django.db import connection
 
-from runtime.models import JournalEntry, Proposal, Run
+from runtime.models import Event, JournalEntry, Proposal, Run
 
 pytestmark = pytest.mark.django_db
 
@@ -58,3 +58,13 @@ def _index_definitions(cursor, names: list[str]) -> list[tuple[str, str]]:
     else:
         cursor.execute(f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name IN ({marks})", names)
     return cursor.fetchall()
+
+
+def test_the_event_id_has_one_index_its_unique_constraint():
+    """No pattern-ops index beside it on PostgreSQL: every admission and planned event wrote one."""
+    with connection.cursor() as cursor:
+        indexes = connection.introspection.get_constraints(cursor, Event._meta.db_table)
+    on_uid = [(name, index["unique"]) for name, index in indexes.items() if index["columns"] == ["uid"]]
+    assert len(on_uid) == 1 and on_uid[0][1] is True
+    if connection.vendor == "postgresql":
+        assert on_uid[0][0] == "event_uid_unique"
