@@ -39,49 +39,57 @@ def recordset(table: str, columns: Sequence[str], rows: Sequence[Sequence], alia
     return f"json_populate_recordset(NULL::{quote(table)}, %s) AS {alias}", [json_rows(columns, rows)]
 
 
-#: Most rows one ``insert_objects`` statement carries.
+#: Most rows one ``insert_rows`` statement carries.
 INSERT_ROWS = 500
 
 
-def insert_objects(objects: list, *, key: str) -> None:
-    """Insert unsaved instances of one model with one multi-row ``INSERT … RETURNING id, key``
-    per ``INSERT_ROWS`` (SQLite: ``VALUES``; PostgreSQL: ``json_rows``) and set each one's
-    primary key, matched by the unique column ``key`` (``event_id`` of a proposal,
+def insert_rows(model, rows: list[dict], *, key: str) -> dict:
+    """Insert rows of ``model`` with one multi-row ``INSERT … RETURNING id, key`` per
+    ``INSERT_ROWS`` (SQLite: ``VALUES``; PostgreSQL: ``json_rows``) and return
+    ``{row[key]: id}`` for the unique column ``key`` (``event_id`` of a proposal,
     ``proposal_id`` of a run), so the order the database returns rows in does not matter.
-    ``bulk_create`` without its per-value SQL compilation, which was most of a planning
-    chunk's time (docs/performance.md). Raises ``IntegrityError`` when a constraint refuses
-    a row (the whole statement is refused); call inside the caller's transaction.
+
+    Each row is a dict by field attname (``event_id``, not ``event``), values as the model
+    holds them; a field a row leaves out takes its default, or NULL where it has none and
+    may be null (``KeyError`` for any other). ``bulk_create`` without building a model
+    instance per row or compiling SQL per value, which were most of a planning chunk's
+    time (docs/performance.md). Raises ``IntegrityError`` when a constraint refuses a row
+    (the whole statement is refused); call inside the caller's transaction.
     """
-    if not objects:
-        return
-    model = type(objects[0])
+    if not rows:
+        return {}
     fields = [field for field in model._meta.concrete_fields if not field.primary_key]
+    defaults = {field.attname: field.get_default() for field in fields if field.has_default() or field.null}
+    names = [field.attname for field in fields]
     columns = [field.column for field in fields]
     postgres = backend_vendor() == "postgresql"
-    prepare = [_preparer(field, postgres) for field in fields]
-    rows = [[prep(field.pre_save(made, add=True)) for field, prep in zip(fields, prepare, strict=True)] for made in objects]
+    prepare = [(index, prep) for index, field in enumerate(fields) if (prep := _preparer(field, postgres)) is not _same]
     quote = connection.ops.quote_name
     table = model._meta.db_table
     head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) "
-    tail = f" RETURNING {quote(model._meta.pk.column)}, {quote(key)}"
+    tail = f" RETURNING {quote(model._meta.pk.column)}, {quote(model._meta.get_field(key).column)}"
     size = INSERT_ROWS if postgres else max(1, min(INSERT_ROWS, _sqlite_variable_limit() // len(columns)))
-    by_key = {getattr(made, key): made for made in objects}
+    ids = {}
     with connection.cursor() as cursor:
         for first in range(0, len(rows), size):
-            chunk = rows[first:first + size]
+            chunk = []
+            for row in rows[first:first + size]:
+                values = list(map({**defaults, **row}.__getitem__, names))
+                for index, prep in prepare:
+                    values[index] = prep(values[index])
+                chunk.append(values)
             if postgres:
                 source, params = recordset(table, columns, chunk, "r")
                 cursor.execute(f"{head}SELECT {', '.join(f'r.{quote(c)}' for c in columns)} FROM {source}{tail}", params)
             else:
                 placeholder = "(" + ", ".join(["%s"] * len(columns)) + ")"
                 cursor.execute(f"{head}VALUES {', '.join([placeholder] * len(chunk))}{tail}", [v for row in chunk for v in row])
-            for pk, found in cursor.fetchall():
-                by_key[found].pk = pk
-                by_key[found]._state.adding = False
+            ids.update((found, pk) for pk, found in cursor.fetchall())
+    return ids
 
 
 def _preparer(field, postgres: bool):
-    """How ``insert_objects`` sends ``field``'s values: instants adapted once per distinct
+    """How ``insert_rows`` sends ``field``'s values: instants adapted once per distinct
     value, JSON as text on SQLite and as the document on PostgreSQL (``json_rows``), text,
     numbers and booleans as they are; anything else as its field prepares it."""
     if isinstance(field, models.DateTimeField):

@@ -37,7 +37,7 @@ from runtime.registry import Definition, Loop, Registry, get_registry
 from runtime.registry.model import PLACEHOLDER, fill_argv
 
 from .idempotency import KEY_MAX_LENGTH, idempotency_key, key_held
-from .journal import entry
+from .journal import entry, entry_values, record_values
 from .runs import queue_run
 
 logger = logging.getLogger(__name__)
@@ -278,47 +278,53 @@ def decide(event: Event, registry: Registry, *, held: Callable[[str], bool],
     )
 
 
-def new_proposal(event: Event, decision: Decision, registry: Registry, now: datetime) -> Proposal:
-    """The unsaved proposal of a proposing ``decision``: approved by the event's door when auto."""
+def proposal_fields(event: Event, decision: Decision, registry: Registry, now: datetime) -> dict:
+    """The fields (by attname, ``event_id`` aside) of the proposal of a proposing
+    ``decision``: approved by the event's door when auto. ``new_proposal`` builds the
+    instance; batched planning inserts these as rows (``bulk_rows.insert_rows``)."""
     auto = decision.outcome == PlanningOutcome.APPROVED
     loop = decision.loop
-    return Proposal(
-        event=event,
-        idempotency_key=decision.key,
-        loop=loop.name if loop else None,
-        loop_key=event.loop_key if loop else None,
-        catch_up=loop.catch_up if loop else "",
-        singleton_key=decision.single,
-        barrier=decision.definition.barrier,
-        definition=decision.definition.ref,
-        status=ProposalStatus.APPROVED if auto else ProposalStatus.PENDING,
-        plan=decision.plan,
-        registry_digest=registry.digest,
-        created_at=now,
-        actor=DOOR_ACTOR[Door(event.door)] if auto else "",
-        decided_at=now if auto else None,
-    )
+    return {
+        "idempotency_key": decision.key,
+        "loop": loop.name if loop else None,
+        "loop_key": event.loop_key if loop else None,
+        "catch_up": loop.catch_up if loop else "",
+        "singleton_key": decision.single,
+        "barrier": decision.definition.barrier,
+        "definition": decision.definition.ref,
+        "status": ProposalStatus.APPROVED if auto else ProposalStatus.PENDING,
+        "plan": decision.plan,
+        "registry_digest": registry.digest,
+        "created_at": now,
+        "actor": DOOR_ACTOR[Door(event.door)] if auto else "",
+        "decided_at": now if auto else None,
+    }
 
 
-def proposal_entry(event: Event, proposal: Proposal, decision: Decision, now: datetime, *, build=entry):
-    """The journal entry of a saved proposal: ``proposal_auto_approved`` by the door, or
-    ``proposal_created`` by ``system``. ``build`` is ``journal.entry`` (an unsaved entry)
-    or ``journal.entry_row`` (its row, for ``record_values``)."""
+def new_proposal(event: Event, decision: Decision, registry: Registry, now: datetime) -> Proposal:
+    """The unsaved proposal of a proposing ``decision`` (``proposal_fields``)."""
+    return Proposal(event=event, **proposal_fields(event, decision, registry, now))
+
+
+def proposal_entry(event: Event, decision: Decision, *, proposal_id: int, now: datetime) -> tuple:
+    """The journal row (``journal.entry_values``, for ``record_values``) of the saved proposal
+    ``proposal_id`` of a proposing ``decision``: ``proposal_auto_approved`` by the door, or
+    ``proposal_created`` by ``system``."""
     auto = decision.outcome == PlanningOutcome.APPROVED
-    return build(
+    return entry_values(
         "proposal_auto_approved" if auto else "proposal_created",
         DOOR_ACTOR[Door(event.door)] if auto else Actor.SYSTEM,
         at=now,
-        event=event,
-        proposal=proposal,
+        event_id=event.pk,
+        proposal_id=proposal_id,
         data={"definition": decision.definition.ref, "idempotencyKey": decision.key,
               "approval": "auto" if auto else "watched"},
     )
 
 
 def ended_entry(event: Event, decision: Decision, now: datetime, *, build=entry):
-    """The journal entry of a NOOP (``event_noop``) or REFUSED (``event_refused``) decision
-    (``build``: as ``proposal_entry``'s)."""
+    """The journal entry of a NOOP (``event_noop``) or REFUSED (``event_refused``) decision:
+    unsaved (``build=journal.entry``) or its row for ``record_values`` (``journal.entry_row``)."""
     action = {"NOOP": "event_noop", "REFUSED": "event_refused"}[decision.outcome]
     return build(action, Actor.SYSTEM, at=now, event=event, data={"reason": decision.reason, **(decision.data or {})})
 
@@ -380,7 +386,7 @@ def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
         with transaction.atomic():
             proposal = new_proposal(event, decision, registry, now)
             proposal.save(force_insert=True)
-            proposal_entry(event, proposal, decision, now).save(force_insert=True)
+            record_values([proposal_entry(event, decision, proposal_id=proposal.pk, now=now)])
             run = queue_run(proposal, actor=DOOR_ACTOR[Door(event.door)], approved_by=None, now=now) if auto else None
     except IntegrityError:
         # A run of this singleton loop, or a proposal of this key, was queued between the checks above and here.

@@ -30,9 +30,9 @@ from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
 
-from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal
+from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
 
-from .bulk_rows import insert_objects, recordset, stored_instant
+from .bulk_rows import insert_rows, recordset, stored_instant
 from .journal import entry_row, record_values
 from .planning import (
     Decision,
@@ -40,12 +40,12 @@ from .planning import (
     ended_entry,
     log_planned,
     loop_and_keys,
-    new_proposal,
     plan_event,
     proposal_entry,
+    proposal_fields,
     singletons_in_flight,
 )
-from .runs import new_run, run_queued_entry
+from .runs import run_fields, run_queued_entry
 
 logger = logging.getLogger(__name__)
 
@@ -162,26 +162,27 @@ def _decide_chunk(events: list[Event], registry) -> list[tuple[Event, Decision]]
 
 def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> None:
     """Insert the chunk's proposals, runs and journal entries (one multi-row insert each, the
-    journal in the order planning one at a time writes it) and set the events' outcomes."""
+    journal in the order planning one at a time writes it) and set the events' outcomes.
+    Rows are built as dicts of their fields, not model instances (``bulk_rows.insert_rows``)."""
     proposing = [(event, decision) for event, decision in decided if decision.proposes]
-    proposals = [new_proposal(event, decision, registry, now) for event, decision in proposing]
-    insert_objects(proposals, key="event_id")
-    by_event = {proposal.event_id: proposal for proposal in proposals}
-    runs = [
-        new_run(by_event[event.pk], actor=DOOR_ACTOR[Door(event.door)], approved_by=None, now=now)
+    proposals = {event.pk: {**proposal_fields(event, decision, registry, now), "event_id": event.pk}
+                 for event, decision in proposing}
+    proposal_ids = insert_rows(Proposal, list(proposals.values()), key="event_id")
+    runs = {
+        event.pk: {**run_fields(proposals[event.pk], door=event.door, actor=DOOR_ACTOR[Door(event.door)], now=now),
+                   "proposal_id": proposal_ids[event.pk]}
         for event, decision in proposing if decision.outcome == PlanningOutcome.APPROVED
-    ]
-    insert_objects(runs, key="proposal_id")
-    run_of = {run.proposal_id: run for run in runs}
+    }
+    run_ids = insert_rows(Run, list(runs.values()), key="proposal_id")
     entries = []
     for event, decision in decided:
         if not decision.proposes:
             entries.append(ended_entry(event, decision, now, build=entry_row))
             continue
-        proposal = by_event[event.pk]
-        entries.append(proposal_entry(event, proposal, decision, now, build=entry_row))
-        if proposal.pk in run_of:
-            entries.append(run_queued_entry(run_of[proposal.pk], now=now, build=entry_row))
+        entries.append(proposal_entry(event, decision, proposal_id=proposal_ids[event.pk], now=now))
+        if event.pk in runs:
+            run = runs[event.pk]
+            entries.append(run_queued_entry(run, run_id=run_ids[run["proposal_id"]], now=now))
     record_values(entries)
     _record_outcomes(decided, now)
 

@@ -6,6 +6,7 @@ No transaction here is held across a subprocess or any other I/O.
 """
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -20,7 +21,7 @@ from runtime.registry import Registry, get_registry
 from .barriers import barrier_free, lost_barrier_race
 from .chains import ChainBroken, chain_envelopes
 from .idempotency import release_after_finish, release_idempotency_key
-from .journal import entry, record
+from .journal import entry_values, record, record_values
 from .outbox import write_outbox
 from .queue import next_claimable, serve_lane
 
@@ -29,41 +30,36 @@ logger = logging.getLogger(__name__)
 LEASED_STATUSES = (RunStatus.CLAIMED, RunStatus.RUNNING)
 
 
-def new_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -> Run:
-    """The unsaved queued run of an approved proposal (``queue_run`` saves one; batched
-    planning inserts many at once)."""
-    plan = proposal.plan
-    return Run(
-        proposal=proposal,
-        event_id=proposal.event_id,
-        idempotency_key=proposal.idempotency_key,
-        definition=proposal.definition,
-        loop=proposal.loop,
-        loop_key=proposal.loop_key,
-        singleton_key=proposal.singleton_key,
-        barrier=proposal.barrier,
-        lane=run_lane(proposal.loop, proposal.event.door),
-        max_attempts=plan["maxAttempts"],
-        timeout_seconds=plan["timeoutSeconds"],
-        plan=plan,
-        registry_digest=proposal.registry_digest,
-        actor=actor,
-        approved_by=approved_by,
-        queued_at=now,
-    )
+#: What a run copies from its approved proposal, by attname.
+COPIED_FROM_PROPOSAL = (
+    "event_id", "idempotency_key", "definition", "loop", "loop_key", "singleton_key", "barrier", "plan",
+    "registry_digest",
+)
 
 
-def run_queued_entry(run: Run, *, now: datetime, build=entry):
-    """The unsaved ``run_queued`` journal entry of a saved run (by its actor, naming the
-    approver); ``build=journal.entry_row`` gives its row for ``record_values`` instead."""
-    return build(
-        "run_queued",
-        run.actor,
-        at=now,
-        actor_name=run.approved_by.get_username() if run.approved_by else "",
-        proposal=run.proposal,
-        run=run,
-        data={"definition": run.definition},
+def run_fields(proposal: Mapping, *, door: str, actor: Actor | str, now: datetime) -> dict:
+    """The fields (by attname, ``proposal_id`` and ``approved_by`` aside) of the queued run of
+    an approved proposal, from ``proposal``'s fields (``COPIED_FROM_PROPOSAL`` at least) and
+    its event's ``door``. ``new_run`` builds the instance; batched planning inserts these
+    as rows (``bulk_rows.insert_rows``)."""
+    plan = proposal["plan"]
+    return {
+        **{name: proposal[name] for name in COPIED_FROM_PROPOSAL},
+        "lane": run_lane(proposal["loop"], door),
+        "max_attempts": plan["maxAttempts"],
+        "timeout_seconds": plan["timeoutSeconds"],
+        "actor": actor,
+        "queued_at": now,
+    }
+
+
+def run_queued_entry(run: Mapping, *, run_id: int, now: datetime, actor_name: str = "") -> tuple:
+    """The ``run_queued`` journal row (``journal.entry_values``, for ``record_values``) of the
+    saved run ``run_id`` whose fields ``run`` maps (``run_fields``' and ``proposal_id``): by
+    its actor, naming the approver ``actor_name`` (empty for a door's auto-approval)."""
+    return entry_values(
+        "run_queued", run["actor"], at=now, actor_name=actor_name, event_id=run["event_id"],
+        proposal_id=run["proposal_id"], run_id=run_id, data={"definition": run["definition"]},
     )
 
 
@@ -73,9 +69,12 @@ def queue_run(proposal: Proposal, *, actor: Actor, approved_by, now: datetime) -
     Raises IntegrityError when the proposal's singleton loop already has an active run
     (the database constraint ``run_one_active_per_singleton``). Call inside a transaction.
     """
-    run = new_run(proposal, actor=actor, approved_by=approved_by, now=now)
+    copied = {name: getattr(proposal, name) for name in COPIED_FROM_PROPOSAL}
+    fields = run_fields(copied, door=proposal.event.door, actor=actor, now=now)
+    run = Run(proposal=proposal, approved_by=approved_by, **fields)
     run.save(force_insert=True)
-    run_queued_entry(run, now=now).save(force_insert=True)
+    actor_name = approved_by.get_username() if approved_by else ""
+    record_values([run_queued_entry({**fields, "proposal_id": proposal.pk}, run_id=run.pk, now=now, actor_name=actor_name)])
     return run
 
 

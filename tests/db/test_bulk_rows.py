@@ -7,9 +7,9 @@ from lib.slots import DueSlot
 from runtime.models import Actor, Door, Event, Proposal, Run
 from runtime.registry import get_registry
 from runtime.services.admission import admit_event
-from runtime.services.bulk_rows import backend_vendor, insert_objects, json_rows, stored_instant
-from runtime.services.planning import decide, new_proposal
-from runtime.services.runs import new_run
+from runtime.services.bulk_rows import backend_vendor, insert_rows, json_rows, stored_instant
+from runtime.services.planning import decide, new_proposal, proposal_fields
+from runtime.services.runs import queue_run, run_fields
 from schedules.envelope import tick_envelope
 from tests.conftest import at
 
@@ -24,11 +24,10 @@ def heartbeat_tick() -> Event:
     return admit_event(envelope, door=Door.SCHEDULE, now=at(NOW), registry=registry).event
 
 
-def planned(event: Event) -> tuple[Proposal, Run]:
+def planned(event: Event) -> Proposal:
     registry = get_registry()
     decision = decide(event, registry, held=lambda key: False, in_flight=lambda single: False)
-    proposal = new_proposal(event, decision, registry, at(NOW))
-    return proposal, new_run(proposal, actor=Actor.SCHEDULE, approved_by=None, now=at(NOW))
+    return new_proposal(event, decision, registry, at(NOW))
 
 
 def columns(model, pk) -> dict:
@@ -43,29 +42,40 @@ def test_inserted_proposals_and_runs_read_back_as_saved_ones_and_get_their_ids()
         pass
 
     with pytest.raises(RolledBack), transaction.atomic():
-        proposal, run = planned(event)
+        proposal = planned(event)
         proposal.save(force_insert=True)
-        run.proposal = proposal
-        run.save(force_insert=True)
+        run = queue_run(proposal, actor=Actor.SCHEDULE, approved_by=None, now=at(NOW))
         saved = (columns(Proposal, proposal.pk), columns(Run, run.pk))
         raise RolledBack
-    proposal, run = planned(event)
+    registry = get_registry()
+    decision = decide(event, registry, held=lambda key: False, in_flight=lambda single: False)
+    fields = {**proposal_fields(event, decision, registry, at(NOW)), "event_id": event.pk}
     with transaction.atomic():
-        insert_objects([proposal], key="event_id")
-        run.proposal = proposal
-        insert_objects([run], key="proposal_id")
-    assert (columns(Proposal, proposal.pk), columns(Run, run.pk)) == saved
-    assert Run.objects.get(pk=run.pk).proposal_id == proposal.pk
+        proposal_ids = insert_rows(Proposal, [fields], key="event_id")
+        run = {**run_fields(fields, door=event.door, actor=Actor.SCHEDULE, now=at(NOW)),
+               "proposal_id": proposal_ids[event.pk]}
+        run_ids = insert_rows(Run, [run], key="proposal_id")
+    assert list(proposal_ids) == [event.pk] and list(run_ids) == [proposal_ids[event.pk]]
+    assert (columns(Proposal, proposal_ids[event.pk]), columns(Run, run_ids[proposal_ids[event.pk]])) == saved
+    assert Run.objects.get(pk=run_ids[proposal_ids[event.pk]]).proposal_id == proposal_ids[event.pk]
     assert saved[1]["status"] == "queued" and saved[0]["created_at"] == at(NOW)
 
 
 def test_a_refused_row_refuses_the_statement():
     event = heartbeat_tick()
-    first, second = planned(event)[0], planned(event)[0]
-    insert_objects([first], key="event_id")
+    registry = get_registry()
+    decision = decide(event, registry, held=lambda key: False, in_flight=lambda single: False)
+    fields = {**proposal_fields(event, decision, registry, at(NOW)), "event_id": event.pk}
+    insert_rows(Proposal, [fields], key="event_id")
     with pytest.raises(IntegrityError), transaction.atomic():
-        insert_objects([second], key="event_id")  # one proposal per event
+        insert_rows(Proposal, [fields], key="event_id")  # one proposal per event
     assert Proposal.objects.filter(event=event).count() == 1
+
+
+def test_a_field_without_a_default_must_be_given():
+    with pytest.raises(KeyError, match="idempotency_key"):
+        insert_rows(Proposal, [{"event_id": heartbeat_tick().pk}], key="event_id")
+    assert Proposal.objects.count() == 0
 
 
 def test_json_rows_names_each_value_by_column_and_refuses_what_json_cannot_hold():
