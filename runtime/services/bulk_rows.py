@@ -63,7 +63,8 @@ def insert_rows(model, rows: list[dict], *, key: str) -> dict:
     names = [field.attname for field in fields]
     columns = [field.column for field in fields]
     postgres = backend_vendor() == "postgresql"
-    prepare = [(index, prep) for index, field in enumerate(fields) if (prep := _preparer(field, postgres)) is not _same]
+    prepare = [(name, prep) for field, name in zip(fields, names, strict=True)
+               if (prep := _preparer(field, postgres)) is not _same]
     quote = connection.ops.quote_name
     table = model._meta.db_table
     head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) "
@@ -74,18 +75,33 @@ def insert_rows(model, rows: list[dict], *, key: str) -> dict:
         for first in range(0, len(rows), size):
             chunk = []
             for row in rows[first:first + size]:
-                values = list(map({**defaults, **row}.__getitem__, names))
-                for index, prep in prepare:
-                    values[index] = prep(values[index])
+                values = {**defaults, **row}
+                for name, prep in prepare:
+                    values[name] = prep(values[name])
                 chunk.append(values)
             if postgres:
-                source, params = recordset(table, columns, chunk, "r")
+                # By attname as json_rows would write them, in one pass: a row is already a dict.
+                source = f"json_populate_recordset(NULL::{quote(table)}, %s) AS r"
+                params = [json.dumps(_by_column(chunk, names, columns), default=_as_json, separators=(",", ":"))]
                 cursor.execute(f"{head}SELECT {', '.join(f'r.{quote(c)}' for c in columns)} FROM {source}{tail}", params)
             else:
                 placeholder = "(" + ", ".join(["%s"] * len(columns)) + ")"
-                cursor.execute(f"{head}VALUES {', '.join([placeholder] * len(chunk))}{tail}", [v for row in chunk for v in row])
+                cursor.execute(f"{head}VALUES {', '.join([placeholder] * len(chunk))}{tail}",
+                               [values[name] for values in chunk for name in names])
             ids.update((found, pk) for pk, found in cursor.fetchall())
     return ids
+
+
+def _by_column(rows: list[dict], names: list[str], columns: list[str]) -> list[dict]:
+    """``rows`` keyed by column instead of attname (the same dicts where every name is its column);
+    ``KeyError`` for a name a row lacks."""
+    if names == columns:
+        for row in rows:
+            if len(row) != len(names):
+                missing = [name for name in names if name not in row]
+                raise KeyError(missing[0] if missing else f"unknown fields: {sorted(set(row) - set(names))}")
+        return rows
+    return [{column: row[name] for name, column in zip(names, columns, strict=True)} for row in rows]
 
 
 def _preparer(field, postgres: bool):

@@ -73,8 +73,13 @@ def test_a_refused_row_refuses_the_statement():
 
 
 def test_a_field_without_a_default_must_be_given():
+    event = heartbeat_tick()
+    registry = get_registry()
+    decision = decide(event, registry, held=lambda key: False, in_flight=lambda single: False)
+    fields = {**proposal_fields(event, decision, registry, at(NOW)), "event_id": event.pk}
+    del fields["idempotency_key"]
     with pytest.raises(KeyError, match="idempotency_key"):
-        insert_rows(Proposal, [{"event_id": heartbeat_tick().pk}], key="event_id")
+        insert_rows(Proposal, [fields], key="event_id")
     assert Proposal.objects.count() == 0
 
 
