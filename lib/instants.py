@@ -1,5 +1,6 @@
 """UTC instants as text: the slot format of eventIds and RFC 3339 parsing (docs/design.md §3, §5)."""
 
+import functools
 import re
 from datetime import UTC, datetime
 
@@ -11,8 +12,10 @@ class InstantError(ValueError):
     """A text that is not an RFC 3339 instant with an offset."""
 
 
+@functools.lru_cache(maxsize=4096)
 def format_instant(instant: datetime) -> str:
-    """``2026-03-29T01:00:00Z``: an aware instant in UTC, whole seconds (the slot format)."""
+    """``2026-03-29T01:00:00Z``: an aware instant in UTC, whole seconds (the slot format).
+    Remembered: a burst's ticks share a few slots."""
     if instant.tzinfo is None:
         raise ValueError("naive datetime: every instant in the runtime is timezone-aware")
     return instant.astimezone(UTC).replace(microsecond=0, tzinfo=None).isoformat() + "Z"

@@ -7,6 +7,7 @@ policies to any rule, so intervals and time-of-day slots are caught up and count
 same way.
 """
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -36,8 +37,10 @@ class SlotRule(Protocol):
         """How many slots lie strictly between the slots ``first`` and ``last`` (0 if none)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def slot_floor(instant: datetime, cadence_seconds: int) -> datetime:
-    """``floor(epoch_seconds(instant) / c) * c`` as an aware UTC datetime."""
+    """``floor(epoch_seconds(instant) / c) * c`` as an aware UTC datetime. Remembered: the
+    loops of one iteration share its instant, their slots and a few cadences."""
     if instant.tzinfo is None:
         raise ValueError("naive datetime: slots are computed on aware UTC instants")
     epoch = int(instant.timestamp() // 1)
