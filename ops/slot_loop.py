@@ -21,6 +21,7 @@ from django.db import DatabaseError, close_old_connections, connection, connecti
 from django.db.models import DateTimeField
 
 from runtime import clock
+from runtime.prepared import prepared_cursor
 from runtime.registry import store
 from runtime.services.backlog import backlog
 from runtime.services.outbox import publish_outbox
@@ -130,7 +131,7 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
         f"UPDATE {quote(SlotLoopStatus._meta.db_table)} SET {', '.join(f'{quote(c)} = %s' for c in values)}"
         f"{relaxed} WHERE {quote('name')} = %s"
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [*values.values(), LOOP_NAME])
         if cursor.rowcount:
             return

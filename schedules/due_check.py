@@ -24,6 +24,7 @@ from django.db import connection
 from django.db.models import DateTimeField
 
 from runtime.models import Event
+from runtime.prepared import prepared_cursor
 from runtime.registry import Loop
 from runtime.services.backlog import Backlog, backlog_columns
 
@@ -44,12 +45,15 @@ def _statement(keyed: tuple[Loop, ...], *, with_backlog: bool) -> tuple[str, lis
     quote = connection.ops.quote_name
     sync, state, rows, events = (quote(m._meta.db_table) for m in (ScheduleSync, ScheduleState, KeyedSchedule, Event))
     # The constant rule is a literal: SQLite matches a partial index's condition only
-    # against literals.
+    # against literals. The earliest next_due and the latest last slots are compared, not
+    # ``EXISTS (… WHERE next_due <= %s)``: PostgreSQL prepares this statement, and the
+    # generic plan of the EXISTS read every state (3.7 ms at 10,000 loops) where MIN and
+    # MAX read one end of their index whatever the instant.
     parts = [
         f"(SELECT {quote('fingerprint')} FROM {sync} WHERE {quote('name')} = %s)",
-        f"EXISTS (SELECT 1 FROM {state} WHERE {quote('next_due')} <= %s)",
-        f"EXISTS (SELECT 1 FROM {state} WHERE {quote('last_slot')} > %s)",
-        f"EXISTS (SELECT 1 FROM {rows} WHERE {quote('last_slot')} > %s AND {quote('rule')} <> '{KeyedRule.ONCE.value}')",
+        f"(SELECT MIN({quote('next_due')}) FROM {state}) <= %s",
+        f"(SELECT MAX({quote('last_slot')}) FROM {state}) > %s",
+        f"(SELECT MAX({quote('last_slot')}) FROM {rows} WHERE {quote('rule')} <> '{KeyedRule.ONCE.value}') > %s",
     ]
     constants = []
     if keyed:
@@ -103,7 +107,8 @@ def _ask(sync_name, fingerprint, due_by, future_after, keyed, *, with_backlog: b
     params = [sync_name, due, future, future, *constants]
     if any(loop.enabled for loop in keyed):
         params.append(due)
-    with connection.cursor() as cursor:
+    # Prepared on PostgreSQL: planning it took three times as long as answering it.
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     waiting = Backlog(outbox=bool(row[0]), events=bool(row[1])) if with_backlog else None

@@ -1,0 +1,53 @@
+"""The statements an idle slot-loop iteration repeats every second, prepared once per PostgreSQL connection (docs/performance.md).
+
+Django's PostgreSQL backend binds parameters on the client and never prepares, so the
+server plans every statement anew. For the idle check (``schedules.due_check``) planning
+took three times as long as answering (0.21 ms against 0.06 ms). ``prepared_cursor``
+gives a cursor that binds on the server and prepares each statement the first time this
+connection runs it (psycopg's protocol-level prepared statements, which PgBouncer 1.21
+and later keeps per client with ``max_prepared_statements``); later executions skip the
+planning. It is wrapped as Django wraps its own cursors, so ``execute_wrapper`` hooks
+see its statements. On SQLite, and where queries are logged, it is the ordinary cursor
+(SQLite's driver already keeps compiled statements).
+
+Only for statements whose parameters have one type each time (an instant, a name): a
+server-bound parameter is typed by its Python value, not quoted into the text.
+"""
+
+import functools
+import sys
+
+from django.db import connection
+from django.db.backends.utils import CursorWrapper
+
+
+def prepared_cursor() -> CursorWrapper:
+    """A cursor of the default connection whose ``execute`` prepares its statement on
+    PostgreSQL (see the module); use it as a context manager, like ``connection.cursor()``."""
+    if connection.vendor != "postgresql" or connection.queries_logged:
+        # Logged queries (DEBUG, a test capturing them) show each statement with its values,
+        # which Django reads only from the cursors it makes.
+        return connection.cursor()
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        # Django turns preparing off (None); a threshold no statement reaches turns it back
+        # on for cursors that ask (``prepare=True``) and for no other: Django's own cursors
+        # bind on the client, and psycopg never prepares those.
+        raw.prepare_threshold = sys.maxsize
+    cursor = _preparing_cursor_class()(raw)
+    return connection.make_cursor(cursor)
+
+
+@functools.cache
+def _preparing_cursor_class():
+    # Imported here: a SQLite installation never loads the PostgreSQL driver.
+    import psycopg
+
+    class PreparingCursor(psycopg.Cursor):
+        """A server-binding cursor that prepares every statement it runs."""
+
+        def execute(self, query, params=None, *, prepare=None, binary=None):
+            return super().execute(query, params, prepare=True, binary=binary)
+
+    return PreparingCursor

@@ -1,0 +1,80 @@
+"""The idle iteration's statements are prepared once per PostgreSQL connection, and their
+generic plans read one end of an index, not every state (runtime.prepared; docs/performance.md)."""
+
+import pytest
+from django.db import connection
+
+from runtime.prepared import prepared_cursor
+from runtime.registry import get_registry
+from schedules.due_check import _statement, check_idle
+from schedules.repair import future_limit
+from schedules.state import SYNC_NAME, loops_fingerprint
+from schedules.ticks import keyed_loops
+from tests.conftest import at
+
+pytestmark = pytest.mark.django_db
+
+NOW = at("2026-11-30T21:07:00.500Z")
+
+postgres_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite's driver keeps compiled statements itself")
+
+
+def ask_idle() -> tuple:
+    registry = get_registry()
+    return check_idle(sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=NOW,
+                      future_after=future_limit(NOW), keyed=tuple(keyed_loops(registry)))
+
+
+def prepared_statements() -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements")
+        return dict(cursor.fetchall())
+
+
+@postgres_only
+def test_the_idle_check_is_prepared_once_and_then_executed():
+    first = ask_idle()
+    assert [ask_idle() for _ in range(3)] == [first] * 3
+    sql, _ = _statement(tuple(keyed_loops(get_registry())), with_backlog=True)
+    executions = [count for statement, count in prepared_statements().items() if statement.startswith(sql[:60])]
+    assert executions == [4]
+
+
+@postgres_only
+def test_the_idle_checks_generic_plan_reads_no_state_one_by_one():
+    sql, constants = _statement(tuple(keyed_loops(get_registry())), with_backlog=True)
+    marks = iter(f"${n}" for n in range(1, 100))
+    numbered = "".join(part + (next(marks) if i < sql.count("%s") else "") for i, part in enumerate(sql.split("%s")))
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE idle_check_plan AS {numbered}")
+        try:
+            values = ", ".join(["'registry'", *["now()"] * 3, *(f"'{c}'" for c in constants)])
+            cursor.execute(f"EXPLAIN EXECUTE idle_check_plan({values})")
+            plan = " ".join(row[0] for row in cursor.fetchall())
+        finally:
+            cursor.execute("DEALLOCATE idle_check_plan")
+    assert "Seq Scan on schedules_schedulestate" not in plan
+    assert "schedule_next_due_idx" in plan and "schedule_last_slot_idx" in plan
+
+
+@postgres_only
+def test_django_s_own_cursors_still_never_prepare():
+    with prepared_cursor() as cursor:
+        cursor.execute("SELECT %s::int + 1", [1])
+        assert cursor.fetchone() == (2,)
+    for _ in range(3):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 40 + 2")
+    assert list(prepared_statements()) == ["SELECT $1::int + 1"]
+
+
+def test_on_sqlite_and_where_queries_are_logged_it_is_the_ordinary_cursor(settings):
+    settings.DEBUG = True
+    connection.force_debug_cursor = True
+    try:
+        with prepared_cursor() as cursor:
+            cursor.execute("SELECT 1")
+    finally:
+        connection.force_debug_cursor = False
+    assert connection.queries[-1]["sql"] == "SELECT 1"
