@@ -28,7 +28,8 @@ from .journal import entry_values, record_values
 
 logger = logging.getLogger(__name__)
 
-#: eventId prefixes only one door may use: ticks and chain events have derived identities.
+#: eventId prefixes only one door may use, in any letter case: ticks and chain events have
+#: derived identities.
 RESERVED_PREFIXES = {"clock:": Door.SCHEDULE, "chain:": Door.CHAIN}
 #: Most rows one ``INSERT … VALUES`` of ``admit_batch`` carries: about 15 parameters a row
 #: stays far below SQLite's 32,766 and PostgreSQL's 65,535 parameters a statement.
@@ -111,7 +112,8 @@ def validate_envelope(envelope, *, door: Door, registry: Registry) -> list[dict]
     event_id = envelope.get("eventId")
     if isinstance(event_id, str):
         for prefix, owner in RESERVED_PREFIXES.items():
-            if event_id.startswith(prefix) and door != owner:
+            # In any case: ``CLOCK:…`` from outside would read as a tick to a person.
+            if event_id[:len(prefix)].lower() == prefix and door != owner:
                 errors.append({
                     "code": "reserved_event_id",
                     "detail": f"eventIds starting with {prefix!r} belong to the {owner.value} door",

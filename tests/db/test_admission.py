@@ -58,7 +58,7 @@ def test_a_second_admission_of_an_event_id_is_a_duplicate_and_admits_nothing(cap
 @pytest.mark.parametrize("event_id,door", [
     ("clock:reaper:2026-11-30T10:00:00Z", Door.INJECT), ("chain:4:0", Door.INJECT),
     ("clock:reaper:2026-11-30T10:00:00Z", Door.CHAIN), ("chain:4:0", Door.SCHEDULE),
-    ("chain:4:0", Door.GITHUB), ("clock:x", Door.EVENTS),
+    ("chain:4:0", Door.GITHUB), ("clock:x", Door.EVENTS), ("CLOCK:x", Door.EVENTS), ("Chain:4:0", Door.INJECT),
 ])
 def test_reserved_prefixes_belong_to_their_door(event_id, door):
     assert refused(envelope(eventId=event_id), door) == ["reserved_event_id"]
