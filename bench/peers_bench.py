@@ -30,8 +30,12 @@ project's ``.venv`` never holds them. Prints a table of the figures and their ra
 machine at the end (nproc, load average, databases, Python) and the peers' package
 versions (issue 12, item 8).
 
+A system that has not finished a round within ``--child-timeout`` seconds is stopped
+and shown as ``> T (stopped)``: django-celery-beat's burst grows with the square of its
+tasks and outlasts any sitting at 10,000.
+
     .venv/bin/python bench/peers_bench.py [--loops 100,1000,10000] [--databases sqlite,postgresql]
-        [--postgres-url postgres://postgres@127.0.0.1:5432/postgres] [--repeat 3]
+        [--postgres-url postgres://postgres@127.0.0.1:5432/postgres] [--repeat 3] [--child-timeout 600]
 """
 
 import argparse
@@ -112,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a PostgreSQL server's database to connect to; each child gets a throw-away database beside it",
     )
     parser.add_argument("--repeat", type=positive, default=3, help="rounds per database and loop count (default 3)")
+    parser.add_argument(
+        "--child-timeout",
+        type=positive,
+        default=600,
+        help="seconds one system gets for one round before it is stopped and shown as '> T' (default 600)",
+    )
     return parser
 
 
@@ -162,8 +172,11 @@ def medians(results: list[dict]) -> dict[tuple[str, int, str], dict]:
         grouped.setdefault((r["databaseKey"], r["loops"], r["system"]), []).append(r)
     return {
         key: {
-            field: None if any(r[field] is None for r in rounds) else statistics.median(r[field] for r in rounds)
-            for field in ("burstSeconds", "idleMilliseconds", "burstStatements", "idleStatements")
+            **{
+                field: None if any(r[field] is None for r in rounds) else statistics.median(r[field] for r in rounds)
+                for field in ("burstSeconds", "idleMilliseconds", "burstStatements", "idleStatements")
+            },
+            "stoppedAfter": max((r.get("stoppedAfter") or 0 for r in rounds), default=0) or None,
         }
         for key, rounds in grouped.items()
     }
@@ -183,7 +196,9 @@ def figures_table(results: list[dict], versions: dict[str, str]) -> str:
         figures = {system: by_key[(database, loops, system)] for system in SYSTEMS}
         row = [versions.get(database, DATABASES[database]), f"{loops:,}"]
         for system in SYSTEMS:
-            row += [number(figures[system]["burstSeconds"]), number(figures[system]["idleMilliseconds"])]
+            stopped = figures[system]["stoppedAfter"]
+            burst = f"> {stopped:,} (stopped)" if stopped else number(figures[system]["burstSeconds"])
+            row += [burst, number(figures[system]["idleMilliseconds"])]
         for system in peers:
             row += [
                 ratio(figures[system]["burstSeconds"], figures["runtime"]["burstSeconds"]),
@@ -204,7 +219,8 @@ def statements_table(results: list[dict], versions: dict[str, str]) -> str:
         row = [versions.get(database, DATABASES[database]), f"{loops:,}"]
         for system in SYSTEMS:
             figures = by_key[(database, loops, system)]
-            row += [f"{figures['burstStatements'] / loops:.2f}", number_or_dash(figures["idleStatements"])]
+            burst = figures["burstStatements"]
+            row += ["—" if burst is None else f"{burst / loops:.2f}", number_or_dash(figures["idleStatements"])]
         rows.append(row)
     return table(headers, rows)
 
@@ -254,7 +270,13 @@ def run_child(system: str, database: str, loops: int, args: argparse.Namespace, 
             ]
         else:
             argv = [str(python), str(BENCH_DIR / "peers_children.py"), system, str(loops), url]
-        done = subprocess.run(argv, capture_output=True, text=True, cwd=root)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=root, timeout=args.child_timeout)
+        except subprocess.TimeoutExpired:
+            return {
+                "system": system, "databaseKey": database, "loops": loops, "stoppedAfter": args.child_timeout,
+                "burstSeconds": None, "idleMilliseconds": None, "burstStatements": None, "idleStatements": None,
+            }
         if done.returncode != 0:
             raise SystemExit(
                 f"{SYSTEMS[system]} on {DATABASES[database]}, {loops:,} loops: the child failed "
@@ -278,8 +300,13 @@ def main(argv: list[str] | None = None) -> None:
                 for system in SYSTEMS:
                     r = run_child(system, database, loops, args, python)
                     results.append(r)
-                    versions[database] = r["database"]
+                    if "database" in r:
+                        versions[database] = r["database"]
                     packages.update(r.get("versions", {}))
+                    if r.get("stoppedAfter"):
+                        print(f"  {SYSTEMS[system]}, {DATABASES[database]}, {loops:,} loops, round {round_}: "
+                              f"stopped after {r['stoppedAfter']:,} s", file=sys.stderr, flush=True)
+                        continue
                     sent = ""
                     if "sentSeconds" in r:
                         sent = f" (every task sent after {number(r['sentSeconds'])} s, {r['sends']:,} sends)"
@@ -294,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     print(statements_table(results, versions))
     print()
     print(f"load average at the start: {load_at_start}")
-    print(machine_line(", ".join(versions[d] for d in args.databases)))
+    print(machine_line(", ".join(versions.get(d, DATABASES[d]) for d in args.databases)))
     print("peers: " + ", ".join(f"{name} {version}" for name, version in packages.items()))
 
 

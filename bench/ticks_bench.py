@@ -168,7 +168,8 @@ def postgres_database(admin_url: str, name: str, *, create: bool) -> str:
     import psycopg
 
     with psycopg.connect(admin_url.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        # FORCE: a child stopped at its time limit may leave its session running a statement.
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if create:
             conn.execute(f'CREATE DATABASE "{name}"')
     return admin_url.rsplit("/", 1)[0] + f"/{name}"

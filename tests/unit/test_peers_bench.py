@@ -41,7 +41,8 @@ def test_databases_are_sqlite_and_postgresql_only(peers_bench):
 
 def test_defaults_are_the_documented_run(peers_bench):
     args = peers_bench.parse_args([])
-    assert (args.loops, args.databases, args.repeat) == ([100, 1000, 10000], ["sqlite", "postgresql"], 3)
+    assert (args.loops, args.databases, args.repeat, args.child_timeout) == (
+        [100, 1000, 10000], ["sqlite", "postgresql"], 3, 600)
     assert args.postgres_url == "postgres://postgres@127.0.0.1:5432/postgres"
 
 
@@ -134,3 +135,26 @@ def test_a_burst_longer_than_the_interval_has_no_idle_figure(peers_bench):
     ]  # fmt: skip
     row = peers_bench.statements_table(rounds, {}).splitlines()[2]
     assert [cell.strip() for cell in row.strip("| ").split("|")][4:6] == ["5.00", "—"]
+
+
+def test_a_system_stopped_at_its_time_limit_is_shown_as_longer_than_it(peers_bench):
+    stopped = {**result("celery-beat", 10000, None, None, None, None), "stoppedAfter": 600}
+    rounds = [result("runtime", 10000, 0.9, 0.7, 30, 2), stopped, result("apscheduler", 10000, 21.1, 0.536, 10002, 2)]
+    row = peers_bench.figures_table(rounds, {}).splitlines()[2]
+    assert [cell.strip() for cell in row.strip("| ").split("|")][4:10] == [
+        "> 600 (stopped)", "—", "21.1", "0.536", "—", "—",
+    ]  # fmt: skip
+    row = peers_bench.statements_table(rounds, {}).splitlines()[2]
+    assert [cell.strip() for cell in row.strip("| ").split("|")][4:6] == ["—", "—"]
+
+
+def test_a_child_past_its_time_limit_is_stopped_and_reported(peers_bench, monkeypatch, tmp_path):
+    def too_slow(argv, **kwargs):
+        raise peers_bench.subprocess.TimeoutExpired(argv, kwargs["timeout"])
+
+    monkeypatch.setattr(peers_bench.subprocess, "run", too_slow)
+    args = peers_bench.parse_args(["--databases", "sqlite", "--child-timeout", "5"])
+    assert peers_bench.run_child("apscheduler", "sqlite", 100, args, tmp_path / "python") == {
+        "system": "apscheduler", "databaseKey": "sqlite", "loops": 100, "stoppedAfter": 5,
+        "burstSeconds": None, "idleMilliseconds": None, "burstStatements": None, "idleStatements": None,
+    }  # fmt: skip
