@@ -66,7 +66,23 @@ def compile_check(schema) -> Check | None:
             return None
         if check is not _nothing:
             checks.append(check)
-    return lambda value: all(check(value) for check in checks)
+    return _all(checks)
+
+
+def _all(checks: list[Check]) -> Check:
+    """True when every one of ``checks`` is (loops, not generators: this runs per subschema)."""
+    if not checks:
+        return _nothing
+    if len(checks) == 1:
+        return checks[0]
+
+    def check(value) -> bool:
+        for each in checks:
+            if not each(value):
+                return False
+        return True
+
+    return check
 
 
 def _nothing(value) -> bool:
@@ -81,6 +97,8 @@ def _type(schema) -> Check | None:
     if not all(isinstance(name, str) and name in TYPES for name in names):
         return None
     checks = [TYPES[name] for name in names]
+    if len(checks) == 1:
+        return checks[0]
     return lambda value: any(check(value) for check in checks)
 
 
@@ -133,7 +151,7 @@ def _string(schema) -> Check | None:
     low, high = schema.get("minLength", 0), schema.get("maxLength")
     pattern = compiled(schema["pattern"]) if "pattern" in schema else None
     return lambda value: not isinstance(value, str) or (
-        len(value) >= low and (high is None or len(value) <= high) and (pattern is None or pattern.search(value)))
+        len(value) >= low and (high is None or len(value) <= high) and (pattern is None or pattern.search(value) is not None))
 
 
 def _number(schema) -> Check | None:
@@ -154,4 +172,4 @@ def _constant(schema) -> Check | None:
         checks.append(lambda value, const=schema["const"]: value == const)
     if "enum" in schema:
         checks.append(lambda value, members=list(schema["enum"]): value in members)
-    return (lambda value: all(check(value) for check in checks)) if checks else _nothing
+    return _all(checks)
