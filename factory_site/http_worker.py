@@ -21,11 +21,16 @@
 - **gunicorn's own answers are JSON**: a request line, header or framing gunicorn refuses
   before Django sees it (400, 414, 431, 501, …) is answered
   ``{error: "<code>", detail}`` instead of gunicorn's HTML page.
+- **A thread waits at most ``SWITCH_INTERVAL_SECONDS`` (1 ms) for the GIL**, not Python's
+  5 ms: a door's group leader gives the GIL up for each statement it sends, and while it
+  waited to get it back among sixteen busy threads it held SQLite's write lock (and every
+  request of its group) for up to 5 ms a statement (docs/performance.md, "Signed intake").
 """
 
 import errno
 import json
 import selectors
+import sys
 import threading
 import time
 from functools import partial
@@ -45,6 +50,10 @@ ERROR_CODES = {
     500: "internal_error",
     501: "not_implemented",
 }
+
+
+#: ``sys.setswitchinterval`` in an HTTP worker (the module's docstring; Python's default is 0.005).
+SWITCH_INTERVAL_SECONDS = 0.001
 
 
 class RequestReadTimeout(TimeoutError):
@@ -123,6 +132,7 @@ class ReadDeadlineThreadWorker(ThreadWorker):
     """gthread with ``DeadlineSocket`` on every connection and JSON error answers."""
 
     def init_process(self):
+        sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
         self.read_seconds = settings.FACTORY_HTTP_READ_SECONDS
         # gunicorn writes its own error answers through this function; in this worker process
         # they are JSON (the module attribute is what gunicorn's handle_error calls).

@@ -54,7 +54,13 @@ def structured_fields(record: logging.LogRecord) -> dict:
     return fields
 
 
+#: Values that ``json.dumps`` always writes: taken as they are, without a trial encoding.
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
 def _json_value(value):
+    if type(value) in _JSON_SCALARS:
+        return value
     try:
         json.dumps(value)
     except (TypeError, ValueError):
@@ -62,10 +68,14 @@ def _json_value(value):
     return value
 
 
+#: The characters that make a text value be written as a JSON string.
+_QUOTED = frozenset(' "=\n\t')
+
+
 def _text_value(value) -> str:
     value = _json_value(value)
     text = value if isinstance(value, str) else json.dumps(value)
-    if text == "" or any(char in text for char in ' "=\n\t'):
+    if text == "" or not _QUOTED.isdisjoint(text):
         return json.dumps(text)
     return text
 

@@ -84,6 +84,9 @@ MIDDLEWARE = [
     # Counts the intake doors' answers as they leave, whatever answered them (ops.metrics_intake).
     "ops.metrics_intake.IntakeAnswersMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # /events and /github go from here to their views past only CommonMiddleware and
+    # XFrameOptionsMiddleware: a signed door needs no static files, session, CSRF or login.
+    "factory_site.door_route.SignedDoorMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

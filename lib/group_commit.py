@@ -19,12 +19,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 
+def _held_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass(eq=False)
 class _Waiting:
-    """One submitted item: its thread waits on ``done`` for its ``result`` or to ``lead``."""
+    """One submitted item: its thread waits for its ``result`` or to ``lead`` by acquiring
+    ``done``, created held and released once by the leader that hands it either (a lock,
+    not an Event: a tenth of the cost, paid by every request)."""
 
     item: object
-    done: threading.Event = field(default_factory=threading.Event)
+    done: threading.Lock = field(default_factory=_held_lock)
     lead: bool = False
     result: object = None
 
@@ -53,7 +61,7 @@ class GroupCommit:
             waiting.lead = not self._writing
             self._writing = True
         if not waiting.lead:
-            waiting.done.wait()
+            waiting.done.acquire()
         if waiting.lead:
             self._lead()
         if isinstance(waiting.result, BaseException):
@@ -77,9 +85,9 @@ class GroupCommit:
             else:
                 following.lead = True
         for waiting in batch:
-            waiting.done.set()
+            waiting.done.release()
         if following is not None:
-            following.done.set()
+            following.done.release()
 
     def _write_all(self, batch: list[_Waiting]) -> list:
         items = [waiting.item for waiting in batch]

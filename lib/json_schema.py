@@ -11,6 +11,10 @@ registry digest) stay as written.
 A validator is built once per schema: ``validator_for(schema)`` returns the cached one
 (keyed by the schema object, whose registry holds it for as long as it is in force), so
 admission, planning and the adapters never rebuild one per envelope, payload or result.
+It is a ``CheckedValidator``: a schema of plain keywords is also compiled to one yes/no
+function (``lib.json_schema_fast``), and a document it accepts has no errors without
+jsonschema's walk; any other document, or schema, is jsonschema's to judge, so every error
+and its message are jsonschema's.
 """
 
 import re
@@ -20,6 +24,8 @@ from functools import lru_cache
 
 from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.validators import extend
+
+from lib.json_schema_fast import Check, compile_check
 
 
 def python_pattern(pattern: str) -> str:
@@ -69,17 +75,37 @@ def _pattern_properties(validator, pattern_properties, instance, schema):
 Validator = extend(Draft202012Validator, validators={"pattern": _pattern, "patternProperties": _pattern_properties})
 
 
+class CheckedValidator:
+    """A ``Validator`` whose ``iter_errors`` and ``is_valid`` first ask the schema's compiled
+    check, when it has one (the module's docstring); everything else is the ``Validator``'s."""
+
+    def __init__(self, validator: Validator, check: Check | None):
+        self._validator, self._check = validator, check
+
+    def __getattr__(self, name):
+        return getattr(self._validator, name)
+
+    def iter_errors(self, instance):
+        if self._check is not None and self._check(instance):
+            return iter(())
+        return self._validator.iter_errors(instance)
+
+    def is_valid(self, instance) -> bool:
+        if self._check is not None and self._check(instance):
+            return True
+        return self._validator.is_valid(instance)
+
 
 #: How many schemas keep a cached validator: every schema of the registries a process has
 #: held recently (a few dozen each), with room to spare; the oldest go first.
 VALIDATOR_CACHE_SIZE = 4096
 # id(schema) → (schema, validator): the entry holds the schema, so the id stays its own.
-_validators: OrderedDict[int, tuple[object, Validator]] = OrderedDict()
+_validators: OrderedDict[int, tuple[object, CheckedValidator]] = OrderedDict()
 _validators_lock = threading.Lock()
 
 
-def validator_for(schema: dict | bool) -> Validator:
-    """The ``Validator`` of ``schema``, built on first use and cached by the schema object.
+def validator_for(schema: dict | bool) -> CheckedValidator:
+    """The ``CheckedValidator`` of ``schema``, built on first use and cached by the schema object.
 
     The schema must not be changed after its first use (the registry's never are).
     Validators are immutable: one may serve many threads at once.
@@ -89,7 +115,7 @@ def validator_for(schema: dict | bool) -> Validator:
         if found is not None and found[0] is schema:
             _validators.move_to_end(id(schema))
             return found[1]
-    validator = Validator(schema)
+    validator = CheckedValidator(Validator(schema), compile_check(schema))
     with _validators_lock:
         _validators[id(schema)] = (schema, validator)
         while len(_validators) > VALIDATOR_CACHE_SIZE:

@@ -102,6 +102,8 @@ class RegistryStore:
         self._errors: list[RegistryError] = []
         # time.monotonic() of the last look at the files; -inf: never looked.
         self._checked_at = float("-inf")
+        # The settings' two directories, as written, that ``_registry`` was last returned for.
+        self._served_for: tuple | None = None
 
     def _dirs(self) -> tuple[Path, Path]:
         return Path(settings.FACTORY_REGISTRY_DIR), Path(settings.FACTORY_CONFIG_DIR)
@@ -113,6 +115,10 @@ class RegistryStore:
     def current(self) -> Registry:
         """The registry in force; loads it on first use (or when the settings name other
         directories). Raises RegistryInvalid if none is good. Does not look for changed files."""
+        registry, directories = self._registry, (settings.FACTORY_REGISTRY_DIR, settings.FACTORY_CONFIG_DIR)
+        if registry is not None and directories == self._served_for:
+            # Every request asks: no lock and no Path while the settings name the same directories.
+            return registry
         with self._lock:
             registry_dir, config_dir = self._dirs()
             if self._registry is None or (str(registry_dir), str(config_dir)) != (self._fingerprint or (None, None))[:2]:
@@ -123,6 +129,7 @@ class RegistryStore:
                     self._registry, self._fingerprint, self._errors = shared, fingerprint, []
                 else:
                     self._load(fingerprint, keep_last_good=False)
+            self._served_for = directories
             return self._registry
 
     def share(self, path: Path) -> None:
@@ -183,7 +190,7 @@ class RegistryStore:
         """Forget everything (tests that change the registry directories)."""
         with self._lock:
             self._registry, self._fingerprint, self._errors = None, None, []
-            self._checked_at = float("-inf")
+            self._checked_at, self._served_for = float("-inf"), None
 
 
 store = RegistryStore()

@@ -41,6 +41,13 @@ def test_text_quotes_values_with_spaces_and_writes_structures_as_json():
     assert line.endswith(' reason="two words" data="{\\"a\\": 1}" empty=""')
 
 
+def test_text_writes_each_kind_of_scalar_as_json_writes_it():
+    line = logs.TextFormatter().format(record(
+        count=3, ms=1.5, ok=True, none=None, nan=float("nan"), tab="a\tb", eq="k=v", quote='say "hi"', path="/events"))
+    assert line.endswith(
+        ' count=3 ms=1.5 ok=true none=null nan=NaN tab="a\\tb" eq="k=v" quote="say \\"hi\\"" path=/events')
+
+
 def test_text_ends_with_the_request_id_while_serving(serving):
     line = logs.TextFormatter().format(record(action="x"))
     assert line.endswith(" action=x requestId=req-7")

@@ -368,3 +368,17 @@ def test_a_child_does_not_wait_for_a_supervisor_that_is_gone(registry_files, mon
     started = time.monotonic()
     assert store.current().digest == supervisor.digest
     assert (len(loads), time.monotonic() - started < 5) == (1, True)
+
+
+def test_the_registry_in_force_follows_the_directories_the_settings_name(registry_files, settings, tmp_path):
+    from runtime.registry import store
+
+    kernel = store.current()
+    assert store.current() is kernel and kernel.loops["reaper"].every == "60m"
+    other = tmp_path / "other-config"
+    other.mkdir()
+    (other / "schedule.yaml").write_text("schedules:\n  reaper:\n    every: 2m\n")
+    settings.FACTORY_CONFIG_DIR = other  # no reset: the store sees the settings name other files
+    moved = store.current()
+    assert moved is not kernel and moved.loops["reaper"].every == "2m"
+    assert store.current() is moved
