@@ -213,10 +213,12 @@ def translate_delivery(
             "code": "missing_delivery_id",
             "detail": "X-GitHub-Delivery is required: 1–200 printable characters without spaces",
         }])
-    if kind not in HANDLED_KINDS:
-        return Ignored("unhandled_event", f"{kind or '(no X-GitHub-Event)'} deliveries are not translated")
+    # Before the kind: GitHub sends every delivery as an object, so another body is refused
+    # whatever its kind claims, as the door's description says (docs/intake.md).
     if not isinstance(payload, dict):
         return Malformed([{"code": "malformed_payload", "detail": "a delivery body must be a JSON object"}])
+    if kind not in HANDLED_KINDS:
+        return Ignored("unhandled_event", f"{kind or '(no X-GitHub-Event)'} deliveries are not translated")
     try:
         if kind == "pull_request":
             return _pull_request(delivery_id, payload, repos, now)

@@ -361,6 +361,14 @@ def test_octokit_test_vector_passes_the_signature_check(settings):
     assert (response.status_code, response.json()) == (200, ignored("unhandled_event"))
 
 
+
+@pytest.mark.parametrize("body", [b"false", b"[]", b'"ping"', b"7", b"null"])
+@pytest.mark.parametrize("kind", ["ping", "push", "pull_request"])
+def test_a_body_that_is_not_an_object_is_refused_whatever_the_kind(body, kind):
+    response = post(body, kind)
+    assert response.status_code == 422
+    assert [e["code"] for e in response.json()["errors"]] == ["malformed_payload"]
+
 # --- transport: content types, sizes, CSRF ----------------------------------------------------------
 
 
