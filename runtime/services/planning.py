@@ -360,12 +360,12 @@ def plan_pending(*, now: datetime, limit: int = 1000, registry: Registry | None 
     See ``runtime.services.planning_batch.plan_batch``.
     """
     # Imported here: the batch planner is built on this module's decisions.
-    from .planning_batch import chunk_size, plan_batch
+    from .planning_batch import CHUNK_SIZE, plan_batch
 
     registry = registry or get_registry()
-    count, size = 0, chunk_size()
+    count = 0
     while count < limit:
-        planned = plan_batch(now=now, registry=registry, size=min(size, limit - count))
+        planned = plan_batch(now=now, registry=registry, size=min(CHUNK_SIZE, limit - count))
         if not planned:
             break
         count += planned

@@ -32,7 +32,7 @@ from django.db import IntegrityError, connection, transaction
 
 from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
 
-from .bulk_rows import backend_vendor, insert_rows, recordset, stored_instant
+from .bulk_rows import insert_rows, recordset, stored_instant
 from .journal import entry_row, record_values
 from .planning import (
     Decision,
@@ -52,15 +52,6 @@ logger = logging.getLogger(__name__)
 #: Events planned per transaction: large enough that a burst of 10,000 ticks is a few dozen
 #: transactions, small enough that a chunk's locks and its retry one at a time stay short.
 CHUNK_SIZE = 500
-#: On SQLite a chunk holds the database's one write lock, which every admission at the
-#: doors waits for: 100 events (about 15 ms) instead of 500 (75–100 ms) keeps that wait,
-#: the doors' p99, short, for a few more commits (docs/performance.md).
-SQLITE_CHUNK_SIZE = 100
-
-
-def chunk_size() -> int:
-    """Events one planning transaction takes on this connection's database."""
-    return SQLITE_CHUNK_SIZE if backend_vendor() == "sqlite" else CHUNK_SIZE
 
 
 #: The event fields planning reads (``planning.decide``, the plan, the journal). The rest are
@@ -73,11 +64,9 @@ class ChunkLost(Exception):
     """A chunk's events were not all still unplanned when claimed; it is rolled back."""
 
 
-def plan_batch(*, now: datetime, registry, size: int | None = None) -> int:
-    """Claim and plan up to ``size`` (default ``chunk_size()``) of the oldest unplanned events
-    at ``now``; returns how many were planned (0: none waiting, or every waiting one is held
-    by another planner)."""
-    size = size or chunk_size()
+def plan_batch(*, now: datetime, registry, size: int = CHUNK_SIZE) -> int:
+    """Claim and plan up to ``size`` of the oldest unplanned events at ``now``; returns how many
+    were planned (0: none waiting, or every waiting one is held by another planner)."""
     events: list[Event] = []
     try:
         with transaction.atomic():

@@ -4,13 +4,13 @@ decides, and planners sharing a backlog never plan one event twice nor out of or
 import threading
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.registry import get_registry
 from runtime.services import planning_batch
-from runtime.services.admission import admit_batch, admit_event
+from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
 from runtime.services.planning import plan_event, plan_pending, singleton_in_flight_query
 from runtime.services.runs import claim_next_run, fail_attempt, start_run
@@ -185,19 +185,3 @@ def test_a_chunk_whose_event_was_planned_meanwhile_is_rolled_back_whole(registry
     assert (Proposal.objects.count(), JournalEntry.objects.count()) == (proposals, entries)
     assert list(Event.objects.filter(pk__in=backlog).order_by("id").values_list("planned_at", "planning_outcome")) == [
         (None, None)] * 8
-
-
-@pytest.mark.django_db
-def test_a_planning_transaction_takes_100_events_on_sqlite_and_500_on_postgresql(registry_files):
-    """SQLite's one write lock is held by a chunk, and every door's admission waits for it."""
-    envelopes = [{
-        "schemaVersion": "factory.event/v1", "eventId": f"triage-{n}", "type": "factory.triage.requested",
-        "source": "bench", "subject": "factory", "occurredAt": "2026-11-30T22:00:00Z", "correlationId": f"triage-{n}",
-        "payload": {"repo": "factory"},
-    } for n in range(150)]
-    with transaction.atomic():
-        admit_batch(envelopes, door=Door.INJECT, now=NOW, registry=get_registry())
-    expected = 100 if connection.vendor == "sqlite" else 150
-    assert planning_batch.chunk_size() == (100 if connection.vendor == "sqlite" else 500)
-    assert planning_batch.plan_batch(now=NOW, registry=get_registry()) == expected
-    assert Event.objects.filter(planned_at__isnull=True).count() == 150 - expected
