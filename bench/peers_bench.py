@@ -200,8 +200,11 @@ def figures_table(results: list[dict], versions: dict[str, str]) -> str:
             burst = f"> {stopped:,} (stopped)" if stopped else number(figures[system]["burstSeconds"])
             row += [burst, number(figures[system]["idleMilliseconds"])]
         for system in peers:
+            stopped = figures[system]["stoppedAfter"]
+            burst = (f"> {ratio(stopped, figures['runtime']['burstSeconds'])}" if stopped
+                     else ratio(figures[system]["burstSeconds"], figures["runtime"]["burstSeconds"]))
             row += [
-                ratio(figures[system]["burstSeconds"], figures["runtime"]["burstSeconds"]),
+                burst,
                 ratio(figures[system]["idleMilliseconds"], figures["runtime"]["idleMilliseconds"]),
             ]
         rows.append(row)
