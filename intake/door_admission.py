@@ -7,8 +7,9 @@ are admitted together — one ``admit_batch`` per door, so one insert of the eve
 of their ``event_admitted`` entries, and one commit — and each request is answered from
 what the insert returned. Exactly-once is the unique eventId, as for one admission: an
 eventId already stored, or twice in one group, is admitted once and every other request
-carrying it is answered duplicate. A request is answered only after the commit that
-holds its event; when the group's transaction fails, each envelope is admitted again on
+carrying it is answered duplicate; only the first request carrying an eventId is written,
+so the 202 goes to the request whose envelope was stored. A request is answered only after
+the commit that holds its event; when the group's transaction fails, each envelope is admitted again on
 its own, so one the database refuses is that request's 500 and the others are admitted.
 """
 
@@ -49,10 +50,20 @@ def admit_at_door(envelope, *, door: Door, registry: Registry) -> DoorAdmission:
 
 def write_admissions(batch: list[tuple[dict, Door]]) -> list[DoorAdmission]:
     """Admit a group of valid ``(envelope, door)`` pairs in one transaction at one instant;
-    one ``DoorAdmission`` per pair, in order. The first pair carrying an eventId that was
-    not stored yet is admitted; every other pair carrying it is a duplicate."""
+    one ``DoorAdmission`` per pair, in order.
+
+    Only the first pair carrying an eventId is written, so the request answered admitted is
+    the one whose envelope (and door) was stored, whichever door the others came through;
+    every other pair carrying it is a duplicate. Everything an answer depends on is read
+    before the commit: a failure anywhere rolls the whole group back, and ``GroupCommit``
+    then writes each pair alone, so no committed event is ever answered duplicate.
+    """
+    first: dict[str, int] = {}
+    for index, (envelope, _door) in enumerate(batch):
+        first.setdefault(envelope["eventId"], index)
     by_door: dict[Door, list[dict]] = defaultdict(list)
-    for envelope, door in batch:
+    for index in first.values():
+        envelope, door = batch[index]
         by_door[door].append(envelope)
     registry = get_registry()
     with transaction.atomic():
@@ -61,24 +72,24 @@ def write_admissions(batch: list[tuple[dict, Door]]) -> list[DoorAdmission]:
         for door, envelopes in by_door.items():
             # validate_envelope ran on each request's thread: not again here.
             inserted.update(admit_batch(envelopes, door=door, now=now, registry=registry, validate=False).admitted)
-    answers, answered = [], set()
-    for envelope, _door in batch:
-        event_id = envelope["eventId"]
-        admitted = event_id in inserted and event_id not in answered
-        answered.add(event_id)
-        answers.append(DoorAdmission(admitted=admitted, duplicate=not admitted, event_id=event_id))
-    _warn_of_differing_duplicates([pair for pair, answer in zip(batch, answers, strict=True) if answer.duplicate])
+        answers = []
+        for index, (envelope, _door) in enumerate(batch):
+            event_id = envelope["eventId"]
+            admitted = first[event_id] == index and event_id in inserted
+            answers.append(DoorAdmission(admitted=admitted, duplicate=not admitted, event_id=event_id))
+        duplicates = [pair for pair, answer in zip(batch, answers, strict=True) if answer.duplicate]
+        stored = _stored(duplicates)
+    for envelope, door in duplicates:
+        warn_if_content_differs(stored[envelope["eventId"]], envelope, door)
     return answers
 
 
-def _warn_of_differing_duplicates(duplicates: list[tuple[dict, Door]]) -> None:
-    """Log a warning for each duplicate whose content differs from the stored event's: the
-    first admission stands (docs/design.md §3)."""
-    if not duplicates:
-        return
-    stored = {event.uid: event for event in Event.objects.filter(uid__in={e["eventId"] for e, _ in duplicates})}
-    for envelope, door in duplicates:
-        warn_if_content_differs(stored[envelope["eventId"]], envelope, door)
+def _stored(pairs: list[tuple[dict, Door]]) -> dict[str, Event]:
+    """The stored events of ``pairs``' eventIds, by eventId (one query; none for no pairs):
+    what a duplicate is compared with (docs/design.md §3)."""
+    if not pairs:
+        return {}
+    return {event.uid: event for event in Event.objects.filter(uid__in={e["eventId"] for e, _ in pairs})}
 
 
 #: This process's group of door admissions (one per process: its threads share it).

@@ -88,3 +88,38 @@ def test_admit_at_door_admits_then_answers_duplicate():
         ("bridge:factory-triage:2026-11-30", True, False), ("bridge:factory-triage:2026-11-30", False, True),
     ]
     assert Event.objects.get().admitted_at <= clock.database_now()
+
+
+def test_the_request_answered_admitted_is_the_one_whose_envelope_was_stored_whatever_the_doors_order():
+    group = [
+        (envelope(eventId="y"), Door.EVENTS),
+        (envelope(eventId="x", source="github"), Door.GITHUB),
+        (envelope(eventId="x", source="events"), Door.EVENTS),
+    ]
+    assert answers_of(write_admissions(group)) == [("y", True, False), ("x", True, False), ("x", False, True)]
+    stored = Event.objects.get(uid="x")
+    assert (stored.door, stored.source) == ("github", "github")
+    assert list(JournalEntry.objects.filter(action="event_admitted", event=stored).values_list("actor", flat=True)) == [
+        "github"]
+
+
+def test_a_failure_before_the_answers_are_final_rolls_the_group_back_so_no_stored_event_is_answered_duplicate(
+    monkeypatch,
+):
+    write_admissions([(envelope(eventId="d1"), Door.EVENTS)])
+    real, calls = door_admission._stored, []
+
+    def locked_once(pairs):
+        calls.append(len(pairs))
+        if len(calls) == 1:
+            raise OperationalError("database is locked")
+        return real(pairs)
+
+    monkeypatch.setattr(door_admission, "_stored", locked_once)
+    group = [(envelope(eventId=name), Door.EVENTS) for name in ("n1", "n2", "d1")]
+    with pytest.raises(OperationalError):
+        write_admissions(group)
+    assert sorted(Event.objects.values_list("uid", flat=True)) == ["d1"]
+    # What lib.group_commit then does: each envelope again, alone.
+    assert [answers_of(write_admissions([pair]))[0] for pair in group] == [
+        ("n1", True, False), ("n2", True, False), ("d1", False, True)]
