@@ -51,6 +51,12 @@ def _check_note(note: str, refusal: type[ApprovalRefused]) -> None:
     if "\x00" in note:
         # PostgreSQL cannot store U+0000 in text, and no page should serve it: refused on every backend.
         raise refusal("invalid_note", "the note holds U+0000 (NUL), which no journal entry can carry")
+    if not note.isascii():
+        try:
+            note.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (JSON's "\ud800") is not Unicode text: no database stores it.
+            raise refusal("invalid_note", "the note holds a lone surrogate, which is not Unicode text") from None
 
 
 def _decision_data(via: str, os_user: str | None, note: str = "", token_label: str = "") -> dict:

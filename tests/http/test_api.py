@@ -224,6 +224,15 @@ def test_an_inactive_persons_token_is_refused(proposals, approver, alice_token):
     assert error(post(f"/api/proposals/{proposals[1].pk}/approve", alice_token))[0] == 401
 
 
+@pytest.mark.parametrize("action", ["approve", "reject"])
+def test_a_note_with_a_lone_surrogate_is_refused_and_the_proposal_stays_pending(proposals, alice_token, action):
+    proposal = proposals[1]
+    assert error(post(f"/api/proposals/{proposal.pk}/{action}", alice_token, '{"note": "half \\ud800"}')) == (
+        400, {"error": "invalid_note", "detail": "the note holds a lone surrogate, which is not Unicode text"})
+    proposal.refresh_from_db()
+    assert proposal.status == "pending"
+
+
 def test_a_note_with_a_nul_is_refused_and_the_proposal_stays_pending(proposals, alice_token):
     proposal = proposals[1]
     assert error(post(f"/api/proposals/{proposal.pk}/reject", alice_token, {"note": "nope \u0000"})) == (
