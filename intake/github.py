@@ -106,11 +106,16 @@ def _field(document, *path: str, kind: type | tuple[type, ...]):
 
 
 def _occurred_at(document, path: tuple[str, ...], now: datetime) -> datetime:
-    """The resource's ``updated_at`` as the event's occurredAt, so redeliveries are identical; else ``now``."""
+    """The resource's ``updated_at`` as the event's occurredAt, so redeliveries are identical;
+    ``now`` only when the field is missing or null. Raises ``_BadShape`` for one that is not
+    an RFC 3339 instant (docs/intake.md)."""
+    parent = _field(document, *path[:-1], kind=dict) if len(path) > 1 else document
+    if parent.get(path[-1]) is None:
+        return now
     try:
         return parse_instant(_field(document, *path, kind=str))
-    except (_BadShape, InstantError):
-        return now
+    except InstantError as exc:
+        raise _BadShape(f"{'.'.join(path)} is not an RFC 3339 instant: {exc}") from None
 
 
 def _configured(payload, repos: tuple[Repo, ...]) -> Repo | None:

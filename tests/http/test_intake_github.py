@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from intake.bodies import GITHUB_MAX_BODY_BYTES
 from lib.signing import sign
@@ -368,6 +369,28 @@ def test_a_body_that_is_not_an_object_is_refused_whatever_the_kind(body, kind):
     response = post(body, kind)
     assert response.status_code == 422
     assert [e["code"] for e in response.json()["errors"]] == ["malformed_payload"]
+
+
+@pytest.mark.parametrize("updated_at", ["x\u0000", "2026-12-01T00:00:00+00:00\n", 5, "2026-12-01"])
+def test_an_updated_at_that_is_not_an_instant_is_malformed_not_replaced_by_the_receipt_time(updated_at):
+    payload = json.loads(fixture("pull_request.opened.json"))
+    payload["pull_request"]["updated_at"] = updated_at
+    response = post(json.dumps(payload).encode(), "pull_request")
+    assert response.status_code == 422
+    assert [e["code"] for e in response.json()["errors"]] == ["malformed_payload"]
+    assert "pull_request.updated_at" in response.json()["errors"][0]["detail"]
+
+
+@pytest.mark.parametrize("missing", [True, False])
+def test_a_missing_or_null_updated_at_is_the_receipt_time(missing):
+    payload = json.loads(fixture("pull_request.opened.json"))
+    if missing:
+        del payload["pull_request"]["updated_at"]
+    else:
+        payload["pull_request"]["updated_at"] = None
+    before = timezone.now().replace(microsecond=0)
+    assert post(json.dumps(payload).encode(), "pull_request").status_code == 202
+    assert only_event().occurred_at >= before
 
 # --- transport: content types, sizes, CSRF ----------------------------------------------------------
 
