@@ -278,10 +278,6 @@ class Run(models.Model):
     def __str__(self) -> str:
         return f"run {self.pk} ({self.definition}, {self.status})"
 
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL_RUN_STATUSES
-
 
 def run_lane(loop: str | None, door: str) -> str:
     """The queue lane of a run of ``loop`` (None for a non-tick) whose event came through ``door``."""
