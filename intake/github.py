@@ -101,8 +101,12 @@ def _field(document, *path: str, kind: type | tuple[type, ...]):
             raise _BadShape(f"{'.'.join(path)} is missing")
         node = node[name]
     if not isinstance(node, kind) or isinstance(node, bool) and kind is not bool:
-        raise _BadShape(f"{'.'.join(path)} is not a {getattr(kind, '__name__', 'value of the expected type')}")
+        raise _BadShape(f"{'.'.join(path)} is not {JSON_KINDS.get(kind, 'a value of the expected type')}")
     return node
+
+
+#: How a ``_BadShape`` detail names the JSON type a field should have.
+JSON_KINDS = {str: "a string", int: "an integer", dict: "an object", list: "an array", bool: "a boolean"}
 
 
 def _occurred_at(document, path: tuple[str, ...], now: datetime) -> datetime:

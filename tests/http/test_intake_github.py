@@ -379,6 +379,8 @@ def test_an_updated_at_that_is_not_an_instant_is_malformed_not_replaced_by_the_r
     assert response.status_code == 422
     assert [e["code"] for e in response.json()["errors"]] == ["malformed_payload"]
     assert "pull_request.updated_at" in response.json()["errors"][0]["detail"]
+    if updated_at == 5:
+        assert response.json()["errors"][0]["detail"] == "pull_request delivery: pull_request.updated_at is not a string"
 
 
 @pytest.mark.parametrize("missing", [True, False])
