@@ -96,7 +96,10 @@ def test_a_terminated_database_connection_is_reopened_and_the_run_goes_on_once(r
 
     log = install_probe(runtime, mutating=True, seconds=6)
     run_id = queue_probe(runtime)
-    runtime.start("worker", **FAST)
+    # A 6 s lease: two terminations 1.5 s apart, each costing a renewal and a reconnect, leave
+    # a 3 s lease no margin on a busy machine, and its end would kill the command (a fault
+    # this test does not mean to cause).
+    runtime.start("worker", **{**FAST, "FACTORY_LEASE_SECONDS": "6"})
     first_attempt(log)
     terminated = 0
     with psycopg.connect(runtime.pg_admin_url, autocommit=True) as admin:
