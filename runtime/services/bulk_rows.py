@@ -26,17 +26,27 @@ def _as_json(value):
 
 def json_rows(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
     """``rows`` (one value a column, in ``columns``' order) as the JSON text of a list of
-    objects by column name. Values are text, numbers, booleans, null, timezone-aware
-    instants (ISO 8601 text) or, for a JSON column, the document itself (a dict or list).
-    Raises ``TypeError`` for anything else."""
-    return json.dumps([dict(zip(columns, row, strict=True)) for row in rows], default=_as_json, separators=(",", ":"))
+    objects by column name (``json_objects``)."""
+    return json_objects([dict(zip(columns, row, strict=True)) for row in rows])
+
+
+def json_objects(objects: list[dict]) -> str:
+    """Rows already keyed by column as one JSON text. Values are text, numbers, booleans,
+    null, timezone-aware instants (ISO 8601 text) or, for a JSON column, the document itself
+    (a dict or list). Raises ``TypeError`` for anything else."""
+    return json.dumps(objects, default=_as_json, separators=(",", ":"))
+
+
+def populated(table: str, alias: str) -> str:
+    """The FROM item ``json_populate_recordset(NULL::table, %s) AS alias``: the rows of one
+    JSON parameter (``json_rows``) as ``table``'s row type. PostgreSQL only."""
+    return f"json_populate_recordset(NULL::{connection.ops.quote_name(table)}, %s) AS {alias}"
 
 
 def recordset(table: str, columns: Sequence[str], rows: Sequence[Sequence], alias: str) -> tuple[str, list]:
-    """``(sql, params)`` of a FROM item ``json_populate_recordset(NULL::table, %s) AS alias``
-    holding ``rows`` (``json_rows``): select ``alias.column`` from it. PostgreSQL only."""
-    quote = connection.ops.quote_name
-    return f"json_populate_recordset(NULL::{quote(table)}, %s) AS {alias}", [json_rows(columns, rows)]
+    """``(sql, params)`` of ``populated(table, alias)`` holding ``rows`` (``json_rows``): select
+    ``alias.column`` from it. PostgreSQL only."""
+    return populated(table, alias), [json_rows(columns, rows)]
 
 
 #: Most rows one ``insert_rows`` statement carries.
@@ -76,14 +86,16 @@ def insert_rows(model, rows: list[dict], *, key: str) -> dict:
             chunk = []
             for row in rows[first:first + size]:
                 values = {**defaults, **row}
+                if len(values) != len(names):
+                    raise KeyError(_mismatch(values, names))
                 for name, prep in prepare:
                     values[name] = prep(values[name])
                 chunk.append(values)
             if postgres:
-                # By attname as json_rows would write them, in one pass: a row is already a dict.
-                source = f"json_populate_recordset(NULL::{quote(table)}, %s) AS r"
-                params = [json.dumps(_by_column(chunk, names, columns), default=_as_json, separators=(",", ":"))]
-                cursor.execute(f"{head}SELECT {', '.join(f'r.{quote(c)}' for c in columns)} FROM {source}{tail}", params)
+                # A row is already a dict: keyed by column, not copied to a list and back.
+                params = [json_objects(_by_column(chunk, names, columns))]
+                cursor.execute(f"{head}SELECT {', '.join(f'r.{quote(c)}' for c in columns)} FROM {populated(table, 'r')}{tail}",
+                               params)
             else:
                 placeholder = "(" + ", ".join(["%s"] * len(columns)) + ")"
                 cursor.execute(f"{head}VALUES {', '.join([placeholder] * len(chunk))}{tail}",
@@ -92,14 +104,15 @@ def insert_rows(model, rows: list[dict], *, key: str) -> dict:
     return ids
 
 
+def _mismatch(values: dict, names: list[str]) -> str:
+    """What a row that does not hold exactly ``names`` is missing or has besides them."""
+    missing = [name for name in names if name not in values]
+    return missing[0] if missing else f"unknown fields: {sorted(set(values) - set(names))}"
+
+
 def _by_column(rows: list[dict], names: list[str], columns: list[str]) -> list[dict]:
-    """``rows`` keyed by column instead of attname (the same dicts where every name is its column);
-    ``KeyError`` for a name a row lacks."""
+    """``rows`` keyed by column instead of attname (the same dicts where every name is its column)."""
     if names == columns:
-        for row in rows:
-            if len(row) != len(names):
-                missing = [name for name in names if name not in row]
-                raise KeyError(missing[0] if missing else f"unknown fields: {sorted(set(row) - set(names))}")
         return rows
     return [{column: row[name] for name, column in zip(names, columns, strict=True)} for row in rows]
 

@@ -95,3 +95,13 @@ def test_an_instant_is_sent_as_the_text_its_backend_stores():
     expected = "2026-11-30T22:00:20+00:00" if connection.vendor == "postgresql" else "2026-11-30 22:00:20"
     assert (stored_instant(at("2026-11-30T22:00:20Z")), stored_instant(None)) == (expected, None)
     assert backend_vendor() == connection.vendor
+
+
+def test_a_field_the_model_does_not_have_is_refused_on_every_backend():
+    event = heartbeat_tick()
+    registry = get_registry()
+    decision = decide(event, registry, held=lambda key: False, in_flight=lambda single: False)
+    fields = {**proposal_fields(event, decision, registry, at(NOW)), "event_id": event.pk, "colour": "red"}
+    with pytest.raises(KeyError, match="unknown fields: \\['colour'\\]"):
+        insert_rows(Proposal, [fields], key="event_id")
+    assert Proposal.objects.count() == 0
