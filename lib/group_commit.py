@@ -27,9 +27,9 @@ def _held_lock() -> threading.Lock:
 
 @dataclass(eq=False)
 class _Waiting:
-    """One submitted item: its thread waits for its ``result`` or to ``lead`` by acquiring
-    ``done``, created held and released once by the leader that hands it either (a lock,
-    not an Event: a tenth of the cost, paid by every request)."""
+    """One submitted item: unless it leads at once, its thread waits for its ``result`` or to
+    ``lead`` by acquiring ``done``, created held and released once by the leader that hands
+    it either (a lock, not an Event: a tenth of the cost, paid by every request)."""
 
     item: object
     done: threading.Lock = field(default_factory=_held_lock)
@@ -58,18 +58,24 @@ class GroupCommit:
         waiting = _Waiting(item)
         with self._lock:
             self._queue.append(waiting)
-            waiting.lead = not self._writing
+            leading = not self._writing
             self._writing = True
-        if not waiting.lead:
+        if not leading:
+            # Decided under the lock, never re-read before waiting: a leader may hand this
+            # item the lead (and release ``done``) before this thread gets here.
             waiting.done.acquire()
-        if waiting.lead:
-            self._lead()
+            leading = waiting.lead
+        if leading:
+            self._lead(waiting)
         if isinstance(waiting.result, BaseException):
             raise waiting.result
         return waiting.result
 
-    def _lead(self) -> None:
-        """Write every waiting item, then pass the lead on (or end it when nobody waits)."""
+    def _lead(self, own: _Waiting) -> None:
+        """Write every waiting item, then pass the lead on (or end it when nobody waits).
+
+        ``own`` is the leading thread's item: every other item's ``done`` is released exactly
+        once, by the leader that hands it its result or the lead; ``own`` needs no waking."""
         with self._lock:
             batch, self._queue = self._queue, []
         try:
@@ -85,7 +91,8 @@ class GroupCommit:
             else:
                 following.lead = True
         for waiting in batch:
-            waiting.done.release()
+            if waiting is not own:
+                waiting.done.release()
         if following is not None:
             following.done.release()
 

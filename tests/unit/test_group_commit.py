@@ -44,7 +44,7 @@ def submit_in_threads(group: GroupCommit, items: list[str]) -> tuple[dict[str, o
         except Exception as exc:  # noqa: BLE001 - recorded for the assertion
             outcomes[item] = exc
 
-    threads = [threading.Thread(target=one, args=(item,)) for item in items]
+    threads = [threading.Thread(target=one, args=(item,), daemon=True) for item in items]
     for thread in threads:
         thread.start()
     return outcomes, threads
@@ -142,3 +142,61 @@ def test_many_threads_all_get_their_own_result_and_nobody_is_left_waiting():
     assert outcomes == {item: item.upper() for item in items}
     assert sorted(item for batch in writes.batches for item in batch) == sorted(items)
     assert group.items == 200 and not group._writing and group._queue == []
+
+
+class PausingLock:
+    """The group's lock, except that the thread named ``pause_thread`` stops right after its
+    first release until ``resume`` is set: the moment between queueing an item and looking
+    whether it was handed the lead."""
+
+    def __init__(self, pause_thread: str):
+        self._lock = threading.Lock()
+        self.pause_thread = pause_thread
+        self.paused = threading.Event()
+        self.resume = threading.Event()
+
+    def __enter__(self):
+        self._lock.acquire()
+
+    def __exit__(self, *exc):
+        self._lock.release()
+        if threading.current_thread().name == self.pause_thread and not self.paused.is_set():
+            self.paused.set()
+            assert self.resume.wait(TIMEOUT)
+
+
+def test_an_item_handed_the_lead_before_it_starts_waiting_leads_and_releases_its_whole_batch():
+    # The lead was handed to an item whose thread had queued it but not yet begun to wait:
+    # that thread then led without waiting, and ended its write by releasing its own
+    # already-released wake-up lock — RuntimeError in its request, and every other request
+    # of its batch waiting for ever (seen with four HTTP workers under load).
+    writes = Writes()
+    group = GroupCommit(writes)
+    group._lock = PausingLock(pause_thread="late")
+    outcomes: dict[str, object] = {}
+
+    def one(item):
+        try:
+            outcomes[item] = group.submit(item)
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            outcomes[item] = exc
+
+    first = threading.Thread(target=one, args=("a",), daemon=True)
+    first.start()
+    assert writes.entered.wait(TIMEOUT)
+    late = threading.Thread(target=one, args=("b",), name="late", daemon=True)
+    late.start()
+    assert group._lock.paused.wait(TIMEOUT)
+    writes.release.set()
+    first.join(TIMEOUT)
+    assert outcomes == {"a": "A"}
+    assert group._queue[0].lead  # "b" holds the lead and has not yet looked
+    others, other_threads = submit_in_threads(group, ["c", "d"])
+    wait_until(lambda: len(group._queue) == 3)
+    group._lock.resume.set()
+    for thread in [late, *other_threads]:
+        thread.join(TIMEOUT)
+        assert not thread.is_alive()
+    assert {**outcomes, **others} == {"a": "A", "b": "B", "c": "C", "d": "D"}
+    assert writes.batches[0] == ["a"] and sorted(writes.batches[1]) == ["b", "c", "d"]
+    assert not group._writing and group._queue == []
