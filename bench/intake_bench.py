@@ -1,6 +1,6 @@
 """Benchmark: signed ``POST /events`` under ``runserve`` — admissions/s and p50/p99, with and without duplicates.
 
-Not a test. Starts ``runserve`` (its default HTTP workers and threads, the slot loop on,
+Not a test. Starts ``runserve`` (its HTTP threads, ``--http-workers`` workers, the slot loop on,
 so it plans what arrives; no run workers) on a throw-away SQLite database — and on the
 throw-away PostgreSQL database ``--database-url`` names, dropped and created again —
 then, for each client count and duplicate fraction, runs ``bench/intake_load.py`` as a
@@ -9,6 +9,7 @@ table row per run.
 
     .venv/bin/python bench/intake_bench.py [--clients 8 32] [--requests 4000] [--duplicates 0 0.5]
         [--database-url postgres://postgres@127.0.0.1:5432/bench_intake] [--no-sqlite] [--conn-max-age 0]
+        [--http-workers 2]
 """
 
 import argparse
@@ -79,7 +80,8 @@ def serve_and_load(database_url: str | None, args) -> list[list]:
     version = database_version(env)
     port = free_port()
     log = open(root / "runserve.log", "w")  # noqa: SIM115 - held for the server's lifetime
-    server = subprocess.Popen([sys.executable, MANAGE, "runserve", "--bind", f"127.0.0.1:{port}", "--run-workers", "0"],
+    server = subprocess.Popen([sys.executable, MANAGE, "runserve", "--bind", f"127.0.0.1:{port}", "--run-workers", "0",
+                               "--http-workers", str(args.http_workers)],
                               env=env, cwd=bench_env.BASE_DIR, stdout=log, stderr=subprocess.STDOUT)
     rows = []
     try:
@@ -93,7 +95,7 @@ def serve_and_load(database_url: str | None, args) -> list[list]:
                     check=True, capture_output=True, text=True, timeout=600,
                 ).stdout
                 r = json.loads(out.strip().splitlines()[-1])
-                rows.append([version, clients, f"{duplicates:.0%}", r["requests"], f"{r['perSecond']:.0f}",
+                rows.append([version, args.http_workers, clients, f"{duplicates:.0%}", r["requests"], f"{r['perSecond']:.0f}",
                              f"{r['admittedPerSecond']:.0f}", f"{r['p50']:.1f}", f"{r['p99']:.1f}",
                              f"{r['generatorCpu']:.1f} / {r['seconds']:.1f}",
                              " ".join(f"{k}:{v}" for k, v in sorted(r["statuses"].items()))])
@@ -114,13 +116,14 @@ def main() -> None:
     parser.add_argument("--duplicates", type=float, nargs="+", default=[0.0, 0.5])
     parser.add_argument("--database-url", help="a throw-away PostgreSQL database (dropped and recreated)")
     parser.add_argument("--conn-max-age", type=int, help="the served database connections' age in seconds (default: FACTORY_DB_CONN_MAX_AGE, 60; 0 opens one per request)")
+    parser.add_argument("--http-workers", type=int, default=2, help="runserve's --http-workers (default 2, runserve's own)")
     parser.add_argument("--no-sqlite", action="store_true", help="only the --database-url database")
     args = parser.parse_args()
     rows = []
     for database_url in ([] if args.no_sqlite else [None]) + ([args.database_url] if args.database_url else []):
         rows += serve_and_load(database_url, args)
     print(bench_env.table(
-        ["database", "clients", "duplicates", "requests", "answers/s", "admitted/s", "p50 ms", "p99 ms",
+        ["database", "HTTP workers", "clients", "duplicates", "requests", "answers/s", "admitted/s", "p50 ms", "p99 ms",
          "generator CPU s / wall s", "statuses"], rows))
     print(bench_env.machine_line(", ".join(sorted({row[0] for row in rows}))))
 
