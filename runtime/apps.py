@@ -7,4 +7,9 @@ class RuntimeConfig(AppConfig):
     verbose_name = "Factory runtime"
 
     def ready(self):
+        from django.db.backends.signals import connection_created
+
         from . import checks  # noqa: F401  (registers the system checks)
+        from .instant_loader import use_compiled_instant_loader
+
+        connection_created.connect(use_compiled_instant_loader, dispatch_uid="runtime.instant_loader")
