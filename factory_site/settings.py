@@ -119,6 +119,12 @@ DATABASES = {
     "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'factory.sqlite3'}"),
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Django's SQLite backend whose transactions queue for the write lock in the kernel,
+    # not in SQLite's sleeping busy handler (runtime.sqlite_backend).
+    DATABASES["default"]["ENGINE"] = "runtime.sqlite_backend"
+    # The test database stays in memory (Django's default for SQLite), which tools that know
+    # SQLite by Django's engine name (pytest-django under xdist) are told explicitly.
+    DATABASES["default"].setdefault("TEST", {}).setdefault("NAME", ":memory:")
     # A relative file (sqlite:///var/demo/factory.sqlite3) is relative to the project,
     # not to whatever directory a process runs in (commands run in their run dir).
     if DATABASES["default"]["NAME"] != ":memory:" and not Path(DATABASES["default"]["NAME"]).is_absolute():
