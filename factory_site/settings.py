@@ -131,7 +131,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         DATABASES["default"]["NAME"] = str(BASE_DIR / DATABASES["default"]["NAME"])
     # The slot loop, the HTTP workers and the run workers write at once: WAL lets
     # readers go on during a write, IMMEDIATE takes the write lock at BEGIN (no
-    # deadlocking lock upgrades), and the busy time-out makes writers queue.
+    # deadlocking lock upgrades), the write turn queues the transactions, and the busy
+    # time-out covers single statements and other programs (runtime.sqlite_backend).
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",
