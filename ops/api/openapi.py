@@ -110,7 +110,7 @@ def decision(operation_id: str, summary: str, ok, refusals: dict, *, request=NOT
         operation_id=operation_id, summary=summary, tags=["decisions"], request=request, parameters=[ID],
         responses={200: ok, **COMMON, **refusals,
                    400: refusal("`invalid_body` (anything but {} or {\"note\": text}), `note_too_long` "
-                                "(over 2,000 characters), `invalid_note` (a NUL or a lone surrogate in it), `parse_error` (not JSON)"),
+                                "(over 2,000 characters), `invalid_note` (a NUL or a lone surrogate in it), `parse_error` (not strict JSON: a key twice counts)"),
                    413: refusal("`payload_too_large`: a body over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)"),
                    403: refusal("`permission_denied` (no approve_proposal, or not staff), `person_required` "
                                 "(FACTORY_API_TOKEN never decides), `csrf_failed` (a session POST without its "

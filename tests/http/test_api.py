@@ -233,6 +233,21 @@ def test_a_note_with_a_lone_surrogate_is_refused_and_the_proposal_stays_pending(
     assert proposal.status == "pending"
 
 
+@pytest.mark.parametrize(("body", "detail"), [
+    ('{"note": "approve", "note": "reject"}', "JSON parse error - the body is not JSON: the key 'note' appears twice in one object"),
+    ('{"note": 1e400}', "JSON parse error - the body is not JSON: the number 1e400 is too large for a 64-bit float"),
+    (b'{"note": "\xff"}', "JSON parse error - the body is not UTF-8: invalid start byte at byte 10"),
+])
+def test_a_body_that_is_not_strict_json_is_a_parse_error_and_the_proposal_stays_pending(proposals, alice_token, body, detail):
+    # DRF's own parser kept the last of a key given twice: the journal would have held a
+    # note the person may not have meant (ops.api.parsers).
+    proposal = proposals[1]
+    assert error(post(f"/api/proposals/{proposal.pk}/approve", alice_token, body)) == (
+        400, {"error": "parse_error", "detail": detail})
+    proposal.refresh_from_db()
+    assert proposal.status == "pending"
+
+
 def test_a_note_with_a_nul_is_refused_and_the_proposal_stays_pending(proposals, alice_token):
     proposal = proposals[1]
     assert error(post(f"/api/proposals/{proposal.pk}/reject", alice_token, {"note": "nope \u0000"})) == (
