@@ -77,6 +77,19 @@ def bad_request(request: HttpRequest, exception: Exception, template_name: str =
     )
 
 
+def page_not_found(request: HttpRequest, exception: Exception, template_name: str = "404.html") -> HttpResponse:
+    """``handler404``: a JSON route's path with a slash at the end (``/github/``, as a webhook
+    is easily configured) is 404 ``{error: "not_found", detail}`` naming the route; every
+    other path keeps Django's page (the approval API answers its own 404s, docs/api.md)."""
+    route = request.path.rstrip("/")
+    if route == request.path or route not in API_PATHS:
+        return defaults.page_not_found(request, exception, template_name)
+    return JsonResponse(
+        {"error": "not_found", "detail": f"there is no {request.path}; the route is {route}, without the slash at the end"},
+        status=404,
+    )
+
+
 def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpResponse:
     """``handler500``: 500 ``{error: "internal_error", detail, requestId}`` on the API routes.
 

@@ -12,6 +12,7 @@ put_runtime_first(admin.site)
 
 #: The API routes answer JSON here too; other routes keep Django's pages (factory_site.requests).
 handler400 = "factory_site.requests.bad_request"
+handler404 = "factory_site.requests.page_not_found"
 handler500 = "factory_site.requests.server_error"
 
 urlpatterns = [

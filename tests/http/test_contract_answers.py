@@ -149,6 +149,19 @@ def test_the_admin_keeps_djangos_page_for_a_bad_host():
 # --- `$` never matches before a final newline ----------------------------------------------
 
 
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_route_with_a_slash_at_the_end_is_a_json_404_naming_the_route(route):
+    response = Client().post(route + "/", data=b"{}", content_type="application/json")
+    assert response.status_code == 404
+    assert response.json() == {
+        "error": "not_found", "detail": f"there is no {route}/; the route is {route}, without the slash at the end"}
+
+
+def test_any_other_unknown_path_keeps_djangos_page():
+    response = Client().get("/no-such-page/")
+    assert response.status_code == 404 and response["Content-Type"].startswith("text/html")
+
+
 def test_an_event_id_with_a_trailing_newline_is_refused():
     response = post_events(body_of(envelope(eventId="x\n")))
     assert response.status_code == 422
