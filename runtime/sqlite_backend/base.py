@@ -33,6 +33,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     """``django.db.backends.sqlite3``'s wrapper whose transactions take the write turn."""
 
     _turn_fd: int | None = None
+    _turn_pid: int | None = None
     _turn_held = False
 
     def turn_path(self) -> str | None:
@@ -69,20 +70,30 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self._give_turn_back()
             if self._turn_fd is not None:
                 os.close(self._turn_fd)
-                self._turn_fd = None
+                self._turn_fd, self._turn_pid, self._turn_held = None, None, False
 
     def _take_turn(self) -> None:
         path = self.turn_path()
         if path is None:
             return
+        if self._turn_fd is not None and self._turn_pid != os.getpid():
+            self._forget_inherited_turn()
         if self._turn_fd is None:
             # One open file per connection: a flock belongs to the open file, so two
             # connections of one process exclude each other as two processes do.
             self._turn_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._turn_pid = os.getpid()
         fcntl.flock(self._turn_fd, fcntl.LOCK_EX)
         self._turn_held = True
 
     def _give_turn_back(self) -> None:
-        if self._turn_held:
+        if self._turn_held and self._turn_pid == os.getpid():
             self._turn_held = False
             fcntl.flock(self._turn_fd, fcntl.LOCK_UN)
+
+    def _forget_inherited_turn(self) -> None:
+        """A forked child (gunicorn's workers fork from a master that may have written) holds
+        its parent's open file: taking or giving back the turn on it would be the parent's
+        turn. The child closes its copy, which leaves the parent's lock alone, and opens its own."""
+        os.close(self._turn_fd)
+        self._turn_fd, self._turn_pid, self._turn_held = None, None, False

@@ -117,3 +117,35 @@ def test_an_in_memory_database_takes_no_turn():
     assert DatabaseWrapper(settings, alias="turn-memory").turn_path() is None
     shared = {**settings, "NAME": "file:memorydb_default?mode=memory&cache=shared"}
     assert DatabaseWrapper(shared, alias="turn-shared").turn_path() is None
+
+
+def _child_takes_turn(wrapper: DatabaseWrapper, answers) -> None:
+    """In a forked child: take the turn on the connection inherited from the parent."""
+    took = threading.Event()
+    threading.Thread(target=lambda: (wrapper._take_turn(), took.set()), daemon=True).start()
+    answers.put(("while the parent holds it", took.wait(0.3)))
+    answers.put(("after the parent gave it back", took.wait(TIMEOUT)))
+
+
+def test_a_forked_child_waits_for_its_parents_turn_instead_of_sharing_it(database):
+    # gunicorn forks its workers from a master that may have opened a connection: the child
+    # inherits the parent's open lock file, and a flock on it would be the parent's own.
+    import multiprocessing
+
+    connect, _ = database
+    parent = connect("turn-parent")
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    parent.set_autocommit(False, force_begin_transaction_with_broken_autocommit=True)
+    assert parent._turn_held
+    child = context.Process(target=_child_takes_turn, args=(parent, answers))
+    child.start()
+    try:
+        assert answers.get(timeout=TIMEOUT) == ("while the parent holds it", False)
+        parent.rollback()
+        assert not parent._turn_held
+        assert answers.get(timeout=TIMEOUT) == ("after the parent gave it back", True)
+    finally:
+        child.join(TIMEOUT)
+    assert child.exitcode == 0
+    parent.set_autocommit(True)
