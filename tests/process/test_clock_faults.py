@@ -138,11 +138,13 @@ def test_a_clock_stepped_forward_then_back_recovers_within_one_slot(runtime):
 
 
 def test_a_worker_whose_clock_is_90_s_ahead_steals_no_lease(runtime):
-    """On its own clock the skewed worker would see the other's 3 s lease long expired and take
-    the run back (a second attempt beside the first); on the database's it sees a live lease."""
+    """On its own clock the skewed worker would see the other's 6 s lease long expired and take
+    the run back (a second attempt beside the first); on the database's it sees a live lease.
+    (6 s, renewed every 2 s: a 3 s lease renewed every second once lapsed for real while two
+    test suites shared the machine's two cores.)"""
     log = install_probe(runtime, mutating=False, seconds=8)
     run_id = queue_probe(runtime)
-    fast = {"FACTORY_LEASE_SECONDS": "3", "FACTORY_STOP_GRACE_SECONDS": "1"}
+    fast = {"FACTORY_LEASE_SECONDS": "6", "FACTORY_STOP_GRACE_SECONDS": "1"}
     runtime.start("worker", **fast)
     wait_for(lambda: attempts(log), timeout=40, what="the probe's first attempt")
     start_skewed(runtime, SKEW_SECONDS, "worker", **fast)
