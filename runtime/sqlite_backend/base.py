@@ -1,5 +1,5 @@
 """Django's SQLite backend with the writers of every process queued in the kernel
-(docs/performance.md, "Writers wait in the kernel"; docs/production.md, "SQLite").
+(docs/performance.md, "Since: writers wait in the kernel"; docs/production.md, §2).
 
 SQLite lets one writer in at a time. A writer that finds the write lock taken is left to
 SQLite's busy handler, which sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50 and then 100 ms
@@ -12,28 +12,84 @@ takes its **write turn**: an exclusive ``flock`` on ``<database>-writers.lock`` 
 database file, held until the commit, the rollback or the connection's close. A writer
 waiting for its turn sleeps in the kernel and wakes when the turn is given back, so the
 lock passes from writer to writer without a sleeping gap. The kernel drops the turn of a
-process that dies. A single statement outside a transaction, and any program other than
-the runtime's (the ``sqlite3`` shell), still meets SQLite's busy handler and its time-out
-(``FACTORY_SQLITE_BUSY_TIMEOUT_SECONDS``); a writer waiting for its turn waits as long as
-the writer before it holds its transaction, as it would wait for SQLite's lock.
+process that dies.
+
+The wait is bounded as SQLite's is: a transaction that has not had its turn within the
+connection's busy time-out (``FACTORY_SQLITE_BUSY_TIMEOUT_SECONDS``, default 30) fails with
+``OperationalError`` "database is locked", begun nothing and written nothing. A single
+statement outside a transaction, and any program other than the runtime's (the ``sqlite3``
+shell), still meets SQLite's busy handler and the same time-out.
 
 An in-memory database (the test suite's) has one connection and no file: no turn.
 """
 
 import fcntl
 import os
+import threading
+import weakref
 
+from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
 #: Beside the database file, as SQLite's own ``-wal`` and ``-shm``.
 TURN_SUFFIX = "-writers.lock"
+#: sqlite3's own busy time-out when the settings name none (``sqlite3.connect``'s default).
+DEFAULT_TIMEOUT_SECONDS = 5.0
+
+
+class TurnFile:
+    """One connection's open lock file: a ``flock`` belongs to the open file, so two
+    connections of one process exclude each other as two processes do. Closed with the
+    connection, or when the connection is dropped unclosed (a thread that ends without
+    closing its connection)."""
+
+    def __init__(self, path: str):
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.pid = os.getpid()
+        self.close = weakref.finalize(self, os.close, self.fd)
+
+    def take(self, timeout: float) -> bool:
+        """Take the turn within ``timeout`` seconds; False when it was not given.
+
+        Free, it is taken at once. Otherwise a thread waits for it in ``flock`` (which no
+        time-out can interrupt) while this one waits at most ``timeout`` for that thread; a
+        turn that comes after the caller gave up is given back and this file closed by that
+        thread, so the caller must not use this file again after a False."""
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        given = threading.Event()
+        settle = threading.Lock()
+        abandoned = []
+
+        def wait_in_kernel():
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            with settle:
+                if not abandoned:
+                    given.set()
+                    return
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            self.close()
+
+        threading.Thread(target=wait_in_kernel, name="sqlite-write-turn", daemon=True).start()
+        if given.wait(timeout):
+            return True
+        with settle:
+            if given.is_set():
+                return True
+            abandoned.append(True)
+        return False
+
+    def give_back(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     """``django.db.backends.sqlite3``'s wrapper whose transactions take the write turn."""
 
-    _turn_fd: int | None = None
-    _turn_pid: int | None = None
+    _turn: TurnFile | None = None
     _turn_held = False
 
     def turn_path(self) -> str | None:
@@ -68,32 +124,35 @@ class DatabaseWrapper(base.DatabaseWrapper):
             return super()._close()
         finally:
             self._give_turn_back()
-            if self._turn_fd is not None:
-                os.close(self._turn_fd)
-                self._turn_fd, self._turn_pid, self._turn_held = None, None, False
+            if self._turn is not None:
+                self._turn.close()
+                self._turn = None
 
     def _take_turn(self) -> None:
         path = self.turn_path()
         if path is None:
             return
-        if self._turn_fd is not None and self._turn_pid != os.getpid():
+        if self._turn is not None and self._turn.pid != os.getpid():
             self._forget_inherited_turn()
-        if self._turn_fd is None:
-            # One open file per connection: a flock belongs to the open file, so two
-            # connections of one process exclude each other as two processes do.
-            self._turn_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            self._turn_pid = os.getpid()
-        fcntl.flock(self._turn_fd, fcntl.LOCK_EX)
+        if self._turn is None:
+            self._turn = TurnFile(path)
+        timeout = float(self.settings_dict["OPTIONS"].get("timeout", DEFAULT_TIMEOUT_SECONDS))
+        if not self._turn.take(timeout):
+            self._turn = None  # the waiting thread closes it
+            raise OperationalError(
+                f"database is locked: no write turn within {timeout:g} s; another transaction has held "
+                f"{path} all that time (FACTORY_SQLITE_BUSY_TIMEOUT_SECONDS)"
+            )
         self._turn_held = True
 
     def _give_turn_back(self) -> None:
-        if self._turn_held and self._turn_pid == os.getpid():
+        if self._turn_held and self._turn is not None and self._turn.pid == os.getpid():
             self._turn_held = False
-            fcntl.flock(self._turn_fd, fcntl.LOCK_UN)
+            self._turn.give_back()
 
     def _forget_inherited_turn(self) -> None:
-        """A forked child (gunicorn's workers fork from a master that may have written) holds
-        its parent's open file: taking or giving back the turn on it would be the parent's
-        turn. The child closes its copy, which leaves the parent's lock alone, and opens its own."""
-        os.close(self._turn_fd)
-        self._turn_fd, self._turn_pid, self._turn_held = None, None, False
+        """A forked child holds its parent's open file: taking or giving back the turn on it
+        would be the parent's turn. The child closes its copy, which leaves the parent's lock
+        alone, and opens its own."""
+        self._turn.close()
+        self._turn, self._turn_held = None, False

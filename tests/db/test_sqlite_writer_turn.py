@@ -1,8 +1,11 @@
 """``runtime.sqlite_backend``: a SQLite transaction waits for its write turn in the kernel,
-so a writer queued behind another gets the lock the moment it is free, however short its
-busy time-out; the turn is given back at commit, rollback, close or a failed BEGIN
-(docs/performance.md, "Writers wait in the kernel")."""
+not in SQLite's sleeping busy handler, and at most the busy time-out; the turn is given back
+at commit, rollback, close or a failed BEGIN, a forked child never shares its parent's, and
+a connection dropped unclosed closes its lock file (docs/performance.md, "Since: writers
+wait in the kernel")."""
 
+import gc
+import os
 import threading
 import time
 from pathlib import Path
@@ -17,15 +20,15 @@ TIMEOUT = 10
 
 @pytest.fixture
 def database(tmp_path: Path, django_db_blocker):
-    """A file database with one table, and a factory of connections to it (each with a
-    50 ms busy time-out, far shorter than the holds below). Not the test database:
-    connections of their own, to a file, as ``runserve``'s processes have."""
+    """A file database with one table, and a factory of connections to it with a given busy
+    time-out. Not the test database: connections of their own, to a file, as ``runserve``'s
+    processes have."""
     made = []
 
-    def connect(alias: str) -> DatabaseWrapper:
+    def connect(alias: str, timeout: float = 5) -> DatabaseWrapper:
         settings = {**connections["default"].settings_dict, "ENGINE": "runtime.sqlite_backend",
                     "NAME": str(tmp_path / "turn.sqlite3"),
-                    "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 0.05,
+                    "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": timeout,
                                 "init_command": "PRAGMA journal_mode=WAL;"}}
         wrapper = DatabaseWrapper(settings, alias=alias)
         connections[alias] = wrapper
@@ -49,39 +52,77 @@ def written(wrapper: DatabaseWrapper) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def test_a_writer_queued_behind_a_long_transaction_writes_when_it_ends_not_database_is_locked(database):
+def write_in_thread(connect, alias: str, who: str, *, timeout: float = 5, start: threading.Event | None = None):
+    """Write ``who`` in one transaction on a connection of a new thread (Django's connections
+    belong to their thread); returns (the thread, its outcome: "written" or the error)."""
+    outcome = {}
+
+    def run():
+        wrapper = connect(alias, timeout)
+        if start is not None:
+            start.wait(TIMEOUT)
+        try:
+            with transaction.atomic(using=alias), wrapper.cursor() as cursor:
+                cursor.execute("INSERT INTO written VALUES (%s)", [who])
+            outcome[who] = "written"
+        except OperationalError as exc:
+            outcome[who] = str(exc)
+        finally:
+            wrapper.close()
+            del connections[alias]
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def turn_waiters() -> int:
+    return sum(1 for thread in threading.enumerate() if thread.name == "sqlite-write-turn")
+
+
+def wait_until(predicate, what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_a_writer_queued_behind_a_transaction_waits_in_the_kernel_and_writes_when_it_ends(database):
     connect, path = database
     holder = connect("turn-holder")
-    holding, outcome = threading.Event(), {}
-
-    def wait_and_write():
-        waiter = connect("turn-waiter")  # Django's connections belong to their thread
-        holding.wait(TIMEOUT)
-        try:
-            with transaction.atomic(using="turn-waiter"), waiter.cursor() as cursor:
-                cursor.execute("INSERT INTO written VALUES ('waiter')")
-            outcome["waiter"] = "written"
-        except OperationalError as exc:
-            outcome["waiter"] = str(exc)
-        finally:
-            waiter.close()
-            del connections["turn-waiter"]
-
-    thread = threading.Thread(target=wait_and_write, daemon=True)
-    thread.start()
+    waiters = turn_waiters()
     with transaction.atomic(using="turn-holder"), holder.cursor() as cursor:
         cursor.execute("INSERT INTO written VALUES ('holder')")
-        holding.set()
-        time.sleep(0.3)  # six busy time-outs of the waiter
+        thread, outcome = write_in_thread(connect, "turn-waiter", "waiter")
+        # Queued on the turn (a thread in flock), not sleeping in SQLite's busy handler.
+        wait_until(lambda: turn_waiters() == waiters + 1, "the waiter never queued for the turn")
+        assert outcome == {}
     thread.join(TIMEOUT)
     assert outcome == {"waiter": "written"}
     assert written(holder) == ["holder", "waiter"]
     assert Path(str(path) + TURN_SUFFIX).exists()
 
 
+def test_a_writer_that_gets_no_turn_within_its_busy_time_out_fails_and_the_turn_goes_on(database):
+    connect, path = database
+    holder = connect("turn-holder")
+    with transaction.atomic(using="turn-holder"), holder.cursor() as cursor:
+        cursor.execute("INSERT INTO written VALUES ('holder')")
+        thread, outcome = write_in_thread(connect, "turn-late", "late", timeout=0.2)
+        thread.join(TIMEOUT)
+        assert outcome == {"late": f"database is locked: no write turn within 0.2 s; another transaction has held "
+                                   f"{path}{TURN_SUFFIX} all that time (FACTORY_SQLITE_BUSY_TIMEOUT_SECONDS)"}
+    # The abandoned wait takes the turn when the holder gives it back, and gives it back at
+    # once: the next writer is not locked out.
+    thread, outcome = write_in_thread(connect, "turn-next", "next", timeout=2)
+    thread.join(TIMEOUT)
+    assert outcome == {"next": "written"}
+    assert written(holder) == ["holder", "next"]
+
+
 def test_the_turn_is_given_back_at_rollback_and_close_and_when_begin_fails(database):
     connect, _ = database
-    first, second = connect("turn-first"), connect("turn-second")
+    first, second = connect("turn-first"), connect("turn-second", timeout=0.2)
     with pytest.raises(ZeroDivisionError), transaction.atomic(using="turn-first"):
         assert first._turn_held
         with first.cursor() as cursor:
@@ -97,7 +138,7 @@ def test_the_turn_is_given_back_at_rollback_and_close_and_when_begin_fails(datab
     first.set_autocommit(False, force_begin_transaction_with_broken_autocommit=True)  # atomic's BEGIN
     assert first._turn_held
     first.close()
-    assert not first._turn_held and first._turn_fd is None
+    assert not first._turn_held and first._turn is None
     with transaction.atomic(using="turn-second"), second.cursor() as cursor:
         cursor.execute("INSERT INTO written VALUES ('after close')")
 
@@ -110,6 +151,37 @@ def test_the_turn_is_given_back_at_rollback_and_close_and_when_begin_fails(datab
     with transaction.atomic(using="turn-second"), second.cursor() as cursor:
         cursor.execute("INSERT INTO written VALUES ('after failed begin')")
     assert written(second) == ["second", "after close", "after failed begin"]
+
+
+def lock_files_open(path: Path) -> int:
+    target = str(path) + TURN_SUFFIX
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == target
+        except OSError:
+            pass
+    return count
+
+
+def test_a_connection_dropped_without_closing_closes_its_lock_file(database):
+    # A thread that wrote and ended without closing its connection (Django's runserver, a
+    # thread per request) left its lock file open for the life of the process.
+    connect, path = database
+
+    def write_and_leave_open(n):
+        wrapper = connect(f"turn-dropped-{n}")
+        with transaction.atomic(using=f"turn-dropped-{n}"), wrapper.cursor() as cursor:
+            cursor.execute("INSERT INTO written VALUES ('dropped')")
+        wrapper.connection.close()  # the database connection, not the wrapper's close()
+
+    threads = [threading.Thread(target=write_and_leave_open, args=(n,)) for n in range(5)]
+    for thread in threads:
+        thread.start()
+        thread.join(TIMEOUT)
+    del threads
+    gc.collect()
+    assert lock_files_open(path) == 0
 
 
 def test_an_in_memory_database_takes_no_turn():
