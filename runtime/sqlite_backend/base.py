@@ -37,14 +37,24 @@ TURN_SUFFIX = "-writers.lock"
 DEFAULT_TIMEOUT_SECONDS = 5.0
 
 
+def database_mode(name) -> int:
+    """The database file's read and write permissions, which its lock file is created with
+    (as SQLite creates ``-wal`` and ``-shm``): whoever may write the database may take the
+    turn. 0600 while the file does not exist yet."""
+    try:
+        return os.stat(name).st_mode & 0o666
+    except OSError:
+        return 0o600
+
+
 class TurnFile:
     """One connection's open lock file: a ``flock`` belongs to the open file, so two
     connections of one process exclude each other as two processes do. Closed with the
     connection, or when the connection is dropped unclosed (a thread that ends without
     closing its connection)."""
 
-    def __init__(self, path: str):
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    def __init__(self, path: str, mode: int = 0o600):
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
         self.pid = os.getpid()
         self.close = weakref.finalize(self, os.close, self.fd)
 
@@ -135,7 +145,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self._turn is not None and self._turn.pid != os.getpid():
             self._forget_inherited_turn()
         if self._turn is None:
-            self._turn = TurnFile(path)
+            self._turn = TurnFile(path, database_mode(self.settings_dict["NAME"]))
         timeout = float(self.settings_dict["OPTIONS"].get("timeout", DEFAULT_TIMEOUT_SECONDS))
         if not self._turn.take(timeout):
             self._turn = None  # the waiting thread closes it

@@ -221,3 +221,18 @@ def test_a_forked_child_waits_for_its_parents_turn_instead_of_sharing_it(databas
         child.join(TIMEOUT)
     assert child.exitcode == 0
     parent.set_autocommit(True)
+
+
+def test_the_lock_file_is_created_with_the_databases_permissions(database):
+    # A group that may write the database may take the turn (SQLite gives -wal and -shm the
+    # database's permissions too); the process's umask still applies.
+    connect, path = database
+    os.chmod(path, 0o664)
+    previous = os.umask(0o002)
+    try:
+        writer = connect("turn-mode")
+        with transaction.atomic(using="turn-mode"), writer.cursor() as cursor:
+            cursor.execute("INSERT INTO written VALUES ('mode')")
+    finally:
+        os.umask(previous)
+    assert os.stat(str(path) + TURN_SUFFIX).st_mode & 0o777 == 0o664
