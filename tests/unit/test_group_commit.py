@@ -34,8 +34,11 @@ class Writes:
         return [ValueError(item) if item.startswith("bad") else item.upper() for item in batch]
 
 
-def submit_in_threads(group: GroupCommit, items: list[str]) -> tuple[dict[str, object], list[threading.Thread]]:
-    """Submit each item on its own thread: ({item: result or the exception raised}, the threads)."""
+def submit_in_threads(
+    group: GroupCommit, items: list[str], name: str | None = None,
+) -> tuple[dict[str, object], list[threading.Thread]]:
+    """Submit each item on its own thread (named ``name`` when given): ({item: result or the
+    exception raised}, the threads)."""
     outcomes: dict[str, object] = {}
 
     def one(item):
@@ -44,7 +47,7 @@ def submit_in_threads(group: GroupCommit, items: list[str]) -> tuple[dict[str, o
         except Exception as exc:  # noqa: BLE001 - recorded for the assertion
             outcomes[item] = exc
 
-    threads = [threading.Thread(target=one, args=(item,), daemon=True) for item in items]
+    threads = [threading.Thread(target=one, args=(item,), name=name, daemon=True) for item in items]
     for thread in threads:
         thread.start()
     return outcomes, threads
@@ -173,19 +176,9 @@ def test_an_item_handed_the_lead_before_it_starts_waiting_leads_and_releases_its
     writes = Writes()
     group = GroupCommit(writes)
     group._lock = PausingLock(pause_thread="late")
-    outcomes: dict[str, object] = {}
-
-    def one(item):
-        try:
-            outcomes[item] = group.submit(item)
-        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
-            outcomes[item] = exc
-
-    first = threading.Thread(target=one, args=("a",), daemon=True)
-    first.start()
+    outcomes, (first,) = submit_in_threads(group, ["a"])
     assert writes.entered.wait(TIMEOUT)
-    late = threading.Thread(target=one, args=("b",), name="late", daemon=True)
-    late.start()
+    late_outcome, (late,) = submit_in_threads(group, ["b"], name="late")
     assert group._lock.paused.wait(TIMEOUT)
     writes.release.set()
     first.join(TIMEOUT)
@@ -197,6 +190,6 @@ def test_an_item_handed_the_lead_before_it_starts_waiting_leads_and_releases_its
     for thread in [late, *other_threads]:
         thread.join(TIMEOUT)
         assert not thread.is_alive()
-    assert {**outcomes, **others} == {"a": "A", "b": "B", "c": "C", "d": "D"}
+    assert {**outcomes, **late_outcome, **others} == {"a": "A", "b": "B", "c": "C", "d": "D"}
     assert writes.batches[0] == ["a"] and sorted(writes.batches[1]) == ["b", "c", "d"]
     assert not group._writing and group._queue == []
