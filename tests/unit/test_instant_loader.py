@@ -54,3 +54,36 @@ def test_the_first_and_last_instants_and_a_whole_second():
         (b"2026-11-30 21:07:00+00", datetime(2026, 11, 30, 21, 7, tzinfo=UTC)),
     ]:
         assert ours.load(text) == django_loader.load(text) == expected
+
+
+class FakeAdapters:
+    def __init__(self):
+        self.registered = []
+
+    def register_loader(self, name, loader):
+        self.registered.append((name, loader.__name__))
+
+
+def fake_connection(*, vendor="postgresql", django_zone=UTC, session_zone="UTC"):
+    """Just what ``use_compiled_instant_loader`` reads of a Django connection."""
+    from types import SimpleNamespace
+
+    adapters = FakeAdapters()
+    raw = SimpleNamespace(adapters=adapters, info=SimpleNamespace(parameter_status=lambda name: session_zone))
+    return SimpleNamespace(vendor=vendor, timezone=django_zone, connection=raw), adapters
+
+
+def test_only_a_utc_session_of_a_utc_django_connection_gets_the_compiled_loader():
+    from zoneinfo import ZoneInfo
+
+    from runtime.instant_loader import use_compiled_instant_loader
+
+    for kwargs, expected in [
+        ({}, [("timestamptz", "UtcInstantLoader")]),
+        ({"session_zone": "Europe/Paris"}, []),  # Django's loader would set UTC without converting
+        ({"django_zone": ZoneInfo("Europe/Paris")}, []),
+        ({"vendor": "sqlite"}, []),
+    ]:
+        connection, adapters = fake_connection(**kwargs)
+        use_compiled_instant_loader(sender=None, connection=connection)
+        assert adapters.registered == expected, kwargs
