@@ -80,7 +80,7 @@ def test_only_a_utc_session_of_a_utc_django_connection_gets_the_compiled_loader(
 
     for kwargs, expected in [
         ({}, [("timestamptz", "UtcInstantLoader")]),
-        ({"session_zone": "Europe/Paris"}, []),  # Django's loader would set UTC without converting
+        ({"session_zone": "Europe/Paris"}, []),  # the compiled loader would answer in Paris time
         ({"django_zone": ZoneInfo("Europe/Paris")}, []),
         ({"vendor": "sqlite"}, []),
     ]:
