@@ -7,9 +7,20 @@ then, for each client count and duplicate fraction, runs ``bench/intake_load.py`
 separate process on loopback (pre-signed bodies; it reports its own CPU) and prints one
 table row per run.
 
+Each server first answers ``--warmup`` requests from the largest client count, not
+counted: its HTTP threads open their persistent database connections then, not inside
+the first timed run. Each timed run starts once the slot loop has planned everything
+admitted before it (read from ``/metrics``), and its row says how many of the events it
+admitted were still unplanned when its last answer came: planning keeps up, or the row
+shows by how much it did not. The CPU column is what the run cost the server per answer:
+``runserve`` and its children (HTTP workers, the slot loop planning), plus, on
+PostgreSQL, the server processes of the benchmark's database. On a machine whose cores the
+server, the database and the load generator share, the rate is what the cores allow: the
+CPU says where they went.
+
     .venv/bin/python bench/intake_bench.py [--clients 8 32] [--requests 4000] [--duplicates 0 0.5]
         [--database-url postgres://postgres@127.0.0.1:5432/bench_intake] [--no-sqlite] [--conn-max-age 0]
-        [--http-workers 2]
+        [--http-workers 2] [--warmup 1000]
 """
 
 import argparse
@@ -23,6 +34,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -30,6 +42,7 @@ import bench_env  # noqa: E402
 
 MANAGE = str(bench_env.BASE_DIR / "manage.py")
 SECRET = "bench-events-secret"
+API_TOKEN = "bench-api-token"
 
 
 def free_port() -> int:
@@ -61,10 +74,67 @@ def database_version(env: dict) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
+def load(port: int, clients: int, requests: int, duplicates: float) -> dict:
+    """One run of ``intake_load.py`` against the server on ``port``: its JSON report."""
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "intake_load.py"), "--url", f"http://127.0.0.1:{port}",
+         "--secret", SECRET, "--clients", str(clients), "--requests", str(requests), "--duplicates", str(duplicates)],
+        check=True, capture_output=True, text=True, timeout=600,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def cpu_seconds(pids: set[int] | None = None, database: str | None = None) -> float:
+    """CPU seconds (user + system) so far of the processes ``pids`` and their descendants, or
+    of the PostgreSQL server's processes serving ``database`` (Linux ``/proc``). A process
+    that ends between two readings drops out of the second: read over runs of processes
+    that live through them."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()
+            stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick, command)
+    if database is not None:
+        return sum(cpu for _, cpu, command in stats.values()
+                   if command.startswith("postgres: ") and f" {database} " in command)
+    tree, grown = set(pids or ()), True
+    while grown:
+        found = {pid for pid, (parent, _, _) in stats.items() if parent in tree} - tree
+        tree |= found
+        grown = bool(found)
+    return sum(stats[pid][1] for pid in tree if pid in stats)
+
+
+def planning_backlog(port: int) -> int:
+    """``factory_planning_backlog_events`` of the server's ``/metrics``: events admitted, not yet planned."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {API_TOKEN}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith("factory_planning_backlog_events "):
+                return int(float(line.split()[1]))
+    raise SystemExit("/metrics has no factory_planning_backlog_events")
+
+
+def wait_planned(port: int, timeout: float = 300) -> None:
+    """Wait until the slot loop has planned every admitted event."""
+    deadline = time.monotonic() + timeout
+    while planning_backlog(port):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the planning backlog did not drain within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
 def serve_and_load(database_url: str | None, args) -> list[list]:
     root = bench_env.make_root("intake-bench-")
     registry_dir, config_dir = bench_env.build_kernel_loops(root, watched=0, auto=1)
     url = bench_env.prepare_database(database_url, root)
+    database = urlsplit(database_url).path.lstrip("/") if database_url else None
     if args.conn_max_age is not None:
         # Persistent connections (django-environ reads these from the URL's query).
         url += f"?conn_max_age={args.conn_max_age}" + ("&conn_health_checks=true" if database_url else "")
@@ -74,6 +144,7 @@ def serve_and_load(database_url: str | None, args) -> list[list]:
         "FACTORY_REGISTRY_DIR": str(registry_dir), "FACTORY_CONFIG_DIR": str(config_dir),
         "FACTORY_RUNS_DIR": str(root / "runs"), "FACTORY_EVENTS_SECRET": SECRET,
         "FACTORY_OPERATOR_PASSWORD": "bench-operator-pass", "FACTORY_LOG_LEVEL": "WARNING",
+        "FACTORY_API_TOKEN": API_TOKEN,
     }
     subprocess.run([sys.executable, MANAGE, "migrate", "--no-input", "-v", "0"], env=env, check=True,
                    cwd=bench_env.BASE_DIR)
@@ -86,18 +157,19 @@ def serve_and_load(database_url: str | None, args) -> list[list]:
     rows = []
     try:
         wait_listening(port, server)
+        if args.warmup:
+            load(port, max(args.clients), args.warmup, 0.0)
         for clients in args.clients:
             for duplicates in args.duplicates:
-                out = subprocess.run(
-                    [sys.executable, str(Path(__file__).parent / "intake_load.py"), "--url", f"http://127.0.0.1:{port}",
-                     "--secret", SECRET, "--clients", str(clients), "--requests", str(args.requests),
-                     "--duplicates", str(duplicates)],
-                    check=True, capture_output=True, text=True, timeout=600,
-                ).stdout
-                r = json.loads(out.strip().splitlines()[-1])
+                wait_planned(port)
+                server_before, database_before = cpu_seconds({server.pid}), cpu_seconds(database=database)
+                r = load(port, clients, args.requests, duplicates)
+                server_cpu = (cpu_seconds({server.pid}) - server_before) * 1000 / r["requests"]
+                database_cpu = (cpu_seconds(database=database) - database_before) * 1000 / r["requests"]
                 rows.append([version, args.http_workers, clients, f"{duplicates:.0%}", r["requests"], f"{r['perSecond']:.0f}",
                              f"{r['admittedPerSecond']:.0f}", f"{r['p50']:.1f}", f"{r['p99']:.1f}",
                              f"{r['generatorCpu']:.1f} / {r['seconds']:.1f}",
+                             f"{server_cpu:.2f}" + (f" + {database_cpu:.2f}" if database else ""), planning_backlog(port),
                              " ".join(f"{k}:{v}" for k, v in sorted(r["statuses"].items()))])
     finally:
         server.send_signal(signal.SIGTERM)
@@ -118,13 +190,15 @@ def main() -> None:
     parser.add_argument("--conn-max-age", type=int, help="the served database connections' age in seconds (default: FACTORY_DB_CONN_MAX_AGE, 60; 0 opens one per request)")
     parser.add_argument("--http-workers", type=int, default=2, help="runserve's --http-workers (default 2, runserve's own)")
     parser.add_argument("--no-sqlite", action="store_true", help="only the --database-url database")
+    parser.add_argument("--warmup", type=int, default=1000,
+                        help="requests each server answers before the timed runs, not counted (default 1000; 0: none)")
     args = parser.parse_args()
     rows = []
     for database_url in ([] if args.no_sqlite else [None]) + ([args.database_url] if args.database_url else []):
         rows += serve_and_load(database_url, args)
     print(bench_env.table(
         ["database", "HTTP workers", "clients", "duplicates", "requests", "answers/s", "admitted/s", "p50 ms", "p99 ms",
-         "generator CPU s / wall s", "statuses"], rows))
+         "generator CPU s / wall s", "server (+ database) CPU ms/answer", "unplanned at end", "statuses"], rows))
     print(bench_env.machine_line(", ".join(sorted({row[0] for row in rows}))))
 
 
