@@ -12,6 +12,7 @@ on the idempotency keys they hold (``runtime.services.idempotency``).
 
 import logging
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -330,10 +331,34 @@ def ended_entry(event: Event, decision: Decision, now: datetime, *, build=entry)
 
 
 def log_planned(event: Event, outcome: str, reason: str) -> None:
+    """One line for a planned event: INFO, a warning when it was refused."""
     log = logger.warning if outcome == PlanningOutcome.REFUSED else logger.info
     log(
         "planned %s: %s %s", event.uid, outcome, reason,
         extra={"action": "event_planned", "eventId": event.uid, "outcome": outcome},
+    )
+
+
+#: Events of one planned chunk that get a line each (``log_planned_chunk``); one more line
+#: counts the others by outcome. A line per event was 0.2 s of the planner's CPU for
+#: 10,000 events at the default level, INFO; the journal records each decision.
+PLANNED_LINES = 20
+
+
+def log_planned_chunk(planned: list[tuple[Event, str, str]]) -> None:
+    """Log a chunk's ``(event, outcome, reason)``: a line each for the first
+    ``PLANNED_LINES``, then one line counting the rest by outcome (a warning when any
+    of them was refused)."""
+    for event, outcome, reason in planned[:PLANNED_LINES]:
+        log_planned(event, outcome, reason)
+    rest = planned[PLANNED_LINES:]
+    if not rest:
+        return
+    outcomes = Counter(str(outcome) for _, outcome, _ in rest)
+    (logger.warning if outcomes[str(PlanningOutcome.REFUSED)] else logger.info)(
+        "%s more events planned in this chunk: %s; the journal has each", len(rest),
+        ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())),
+        extra={"action": "events_planned", "events": len(rest), "outcomes": dict(sorted(outcomes.items()))},
     )
 
 

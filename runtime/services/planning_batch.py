@@ -38,7 +38,7 @@ from .planning import (
     Decision,
     decide,
     ended_entry,
-    log_planned,
+    log_planned_chunk,
     loop_and_keys,
     plan_event,
     proposal_entry,
@@ -83,8 +83,7 @@ def plan_batch(*, now: datetime, registry, size: int = CHUNK_SIZE) -> int:
         logger.info("a chunk of %s events met a concurrent change; planning them one at a time", len(events),
                     extra={"action": "planning_chunk_retried"})
         return sum(1 for event in events if plan_event(event.pk, now=now, registry=registry) is not None)
-    for event, decision in decided:
-        log_planned(event, decision.outcome, decision.reason)
+    log_planned_chunk([(event, decision.outcome, decision.reason) for event, decision in decided])
     return len(decided)
 
 

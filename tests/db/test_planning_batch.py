@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.registry import get_registry
-from runtime.services import planning_batch
+from runtime.services import planning, planning_batch
 from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
 from runtime.services.planning import plan_event, plan_pending, singleton_in_flight_query
@@ -185,3 +185,19 @@ def test_a_chunk_whose_event_was_planned_meanwhile_is_rolled_back_whole(registry
     assert (Proposal.objects.count(), JournalEntry.objects.count()) == (proposals, entries)
     assert list(Event.objects.filter(pk__in=backlog).order_by("id").values_list("planned_at", "planning_outcome")) == [
         (None, None)] * 8
+
+
+@pytest.mark.django_db
+def test_a_chunk_logs_a_line_for_its_first_events_and_one_line_counting_the_rest(monkeypatch, caplog):
+    for n in range(5):
+        inject(f"triage-{n}", "factory.triage.requested", {"repo": "alpha"})
+    monkeypatch.setattr(planning, "PLANNED_LINES", 2)
+    with caplog.at_level("INFO", logger="runtime.services.planning"):
+        assert plan_pending(now=NOW) == 5
+    assert [(r.levelname, r.getMessage(), getattr(r, "action", None)) for r in caplog.records] == [
+        ("INFO", "planned triage-0: PROPOSED ", "event_planned"),
+        ("INFO", "planned triage-1: PROPOSED ", "event_planned"),
+        ("INFO", "3 more events planned in this chunk: 3 PROPOSED; the journal has each", "events_planned"),
+    ]
+    assert (caplog.records[-1].events, caplog.records[-1].outcomes) == (3, {"PROPOSED": 3})
+    assert JournalEntry.objects.filter(action="proposal_created").count() == 5

@@ -322,3 +322,25 @@ def test_a_loop_has_one_state_row_and_its_name_no_pattern_index():
     # PostgreSQL: the named constraint alone; SQLite: the column's own UNIQUE, which Django introspects unnamed.
     assert on_loop == (["schedule_state_one_per_loop"] if connection.vendor == "postgresql"
                        else ["__unnamed_constraint_1__"])
+
+
+def test_an_iteration_logs_a_line_for_its_first_ticks_and_one_line_for_the_rest(registry_files, monkeypatch, caplog):
+    five_loops(registry_files)
+    caplog.clear()
+    monkeypatch.setattr(ticks, "TICK_LINES", 2)
+    with caplog.at_level("INFO", logger="schedules.ticks"):
+        tick("2026-11-30T21:07:00.500Z")
+        tick("2026-11-30T21:10:00.500Z")
+    records = [r for r in caplog.records if r.name == "schedules.ticks"]
+    assert [(r.levelname, r.getMessage(), getattr(r, "action", None)) for r in records] == [
+        ("INFO", "loop loop-0 fired slot 2026-11-30T21:07:00Z (0 skipped)", "tick_admitted"),
+        ("INFO", "loop loop-1 fired slot 2026-11-30T21:07:00Z (0 skipped)", "tick_admitted"),
+        ("INFO", "3 more ticks admitted this iteration; the journal has each", "ticks_admitted"),
+        ("WARNING", "loop loop-0 fired slot 2026-11-30T21:10:00Z (2 skipped)", "tick_admitted"),
+        ("WARNING", "loop loop-1 fired slot 2026-11-30T21:10:00Z (2 skipped)", "tick_admitted"),
+        ("WARNING", "3 more ticks admitted this iteration, 3 after skipped slots (loop-2, loop-3, loop-4); "
+                    "the journal has each", "ticks_admitted"),
+    ]
+    summary = records[-1]
+    assert (summary.ticks, summary.loopsSkipping, summary.skippedSlots) == (3, 3, 6)
+    assert JournalEntry.objects.filter(action="event_admitted").count() == 15
