@@ -14,6 +14,9 @@ import tempfile
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+#: ``FACTORY_LOG_LEVEL`` of the measured processes: the runtime's default, so every figure
+#: includes the log lines an operator's runtime writes (into a file the bench keeps).
+LOG_LEVEL = "INFO"
 
 
 def make_root(prefix: str) -> Path:
@@ -53,7 +56,7 @@ def prepare_database(database_url: str | None, root: Path) -> str:
 
 def setup_django(env: dict[str, str]) -> None:
     """Point this process's settings at ``env`` (DATABASE_URL, FACTORY_*), set Django up, migrate."""
-    os.environ.update({"FACTORY_LOG_LEVEL": "WARNING", "DJANGO_SETTINGS_MODULE": "factory_site.settings", **env})
+    os.environ.update({"FACTORY_LOG_LEVEL": LOG_LEVEL, "DJANGO_SETTINGS_MODULE": "factory_site.settings", **env})
     sys.path.insert(0, str(BASE_DIR))
     import django
 

@@ -143,7 +143,7 @@ def serve_and_load(database_url: str | None, args) -> list[list]:
         "DATABASE_URL": url, "DJANGO_SECRET_KEY": "intake-bench-secret-key",
         "FACTORY_REGISTRY_DIR": str(registry_dir), "FACTORY_CONFIG_DIR": str(config_dir),
         "FACTORY_RUNS_DIR": str(root / "runs"), "FACTORY_EVENTS_SECRET": SECRET,
-        "FACTORY_OPERATOR_PASSWORD": "bench-operator-pass", "FACTORY_LOG_LEVEL": "WARNING",
+        "FACTORY_OPERATOR_PASSWORD": "bench-operator-pass", "FACTORY_LOG_LEVEL": bench_env.LOG_LEVEL,
         "FACTORY_API_TOKEN": API_TOKEN,
     }
     subprocess.run([sys.executable, MANAGE, "migrate", "--no-input", "-v", "0"], env=env, check=True,

@@ -39,7 +39,7 @@ def runtime_env(root: Path, database_url: str, registry_dir: Path, config_dir: P
         "FACTORY_CONFIG_DIR": str(config_dir),
         "FACTORY_RUNS_DIR": str(root / "runs"),
         "FACTORY_OPERATOR_PASSWORD": "bench-operator-pass",
-        "FACTORY_LOG_LEVEL": "WARNING",
+        "FACTORY_LOG_LEVEL": bench_env.LOG_LEVEL,
     }
 
 

@@ -121,7 +121,7 @@ def one(loops: int, port: int, enabled: bool) -> tuple[list, list]:
         "DATABASE_URL": f"sqlite:///{db}", "DJANGO_SECRET_KEY": "startup-bench-secret-key",
         "FACTORY_REGISTRY_DIR": str(registry_dir), "FACTORY_CONFIG_DIR": str(config_dir),
         "FACTORY_RUNS_DIR": str(root / "runs"), "FACTORY_OPERATOR_PASSWORD": "bench-operator-pass",
-        "FACTORY_LOG_LEVEL": "WARNING",
+        "FACTORY_LOG_LEVEL": bench_env.LOG_LEVEL,
     }
     subprocess.run([sys.executable, MANAGE, "migrate", "--no-input", "-v", "0"], env=env, check=True,
                    cwd=bench_env.BASE_DIR)

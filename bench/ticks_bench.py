@@ -96,7 +96,7 @@ def child(loops: int, database_url: str, repeat: int) -> dict:
         "DATABASE_URL": database_url or f"sqlite:///{root / 'bench.sqlite3'}",
         "FACTORY_REGISTRY_DIR": str(registry_dir),
         "FACTORY_CONFIG_DIR": str(config_dir),
-        "FACTORY_LOG_LEVEL": "ERROR",
+        "FACTORY_LOG_LEVEL": "INFO",  # the runtime's default: the figures include its log lines
         "DJANGO_SETTINGS_MODULE": "factory_site.settings",
     })
     sys.path.insert(0, str(BASE_DIR))
