@@ -37,6 +37,7 @@ from runtime.models import (
 from runtime.registry import Definition, Loop, Registry, get_registry
 from runtime.registry.model import PLACEHOLDER, fill_argv
 
+from .bulk_rows import one_of
 from .idempotency import KEY_MAX_LENGTH, idempotency_key, key_held
 from .journal import entry, entry_values, record_values
 from .runs import queue_run
@@ -105,15 +106,13 @@ def singleton_in_flight_query(keys: list[str]) -> tuple[str, list[str]]:
     The statuses are written into the SQL as literals, as the partial unique index
     ``run_one_active_per_singleton`` states them: SQLite uses a partial index only when the
     query's WHERE repeats the index's condition, and a bound parameter never does, so
-    with parameters every planned tick would scan the whole runs table.
+    with parameters every planned tick would scan the whole runs table. The keys are
+    ``bulk_rows.one_of``'s (one array parameter on PostgreSQL).
     """
     statuses = ", ".join(f"'{status}'" for status in ACTIVE_RUN_STATUSES)
-    marks = ", ".join(["%s"] * len(keys))
+    among, params = one_of("singleton_key", keys)
     table = connection.ops.quote_name(Run._meta.db_table)
-    return (
-        f"SELECT DISTINCT singleton_key FROM {table} WHERE singleton_key IN ({marks}) AND status IN ({statuses})",
-        list(keys),
-    )
+    return f"SELECT DISTINCT singleton_key FROM {table} WHERE {among} AND status IN ({statuses})", params
 
 
 def singletons_in_flight(keys) -> set[str]:

@@ -32,7 +32,7 @@ from django.db import IntegrityError, connection, transaction
 
 from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
 
-from .bulk_rows import insert_rows, recordset, stored_instant
+from .bulk_rows import insert_rows, one_of, recordset, stored_instant
 from .journal import entry_row, record_values
 from .planning import (
     Decision,
@@ -128,32 +128,37 @@ def _in_admission_order(events: list[Event]) -> list[Event]:
 
 def _older_unplanned(events: list[Event]) -> list[tuple]:
     """``(id, correlation_id, door, loop, loop_key)`` of the unplanned events older than the
-    chunk's last that are not in it. On PostgreSQL the chunk's ids go as one array
-    parameter: an ``IN`` of 500 placeholders cost psycopg's client-side binding about 30 ms
-    of parsing a chunk (docs/performance.md)."""
+    chunk's last that are not in it (the chunk's ids as ``bulk_rows.one_of``)."""
     quote = connection.ops.quote_name
     ids = [event.pk for event in events]
-    if connection.vendor == "postgresql":
-        outside, params = "<> ALL(%s)", [ids]
-    else:
-        outside, params = f"NOT IN ({', '.join(['%s'] * len(ids))})", ids
+    outside, params = one_of(quote("id"), ids, negate=True)
     sql = (
         f"SELECT {quote('id')}, {quote('correlation_id')}, {quote('door')}, {quote('loop')}, {quote('loop_key')} "
-        f"FROM {quote(Event._meta.db_table)} WHERE {quote('planned_at')} IS NULL AND {quote('id')} < %s "
-        f"AND {quote('id')} {outside}"
+        f"FROM {quote(Event._meta.db_table)} WHERE {quote('planned_at')} IS NULL AND {quote('id')} < %s AND {outside}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [ids[-1], *params])
         return cursor.fetchall()
 
 
+def held_keys(keys: set[str]) -> set[str]:
+    """The idempotency keys among ``keys`` a proposal holds now (one query, the keys as
+    ``bulk_rows.one_of``, on the partial unique index ``proposal_one_per_held_key``)."""
+    if not keys:
+        return set()
+    quote = connection.ops.quote_name
+    among, params = one_of(quote("idempotency_key"), sorted(keys))
+    sql = (f"SELECT {quote('idempotency_key')} FROM {quote(Proposal._meta.db_table)} "
+           f"WHERE {among} AND {quote('key_released_at')} IS NULL")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0] for row in cursor.fetchall()}
+
+
 def _decide_chunk(events: list[Event], registry) -> list[tuple[Event, Decision]]:
     """Each event's decision, in order, as if the ones before it had been written."""
     keys = {found for event in events if (found := loop_and_keys(event, registry)) is not None}
-    held = set(
-        Proposal.objects.filter(idempotency_key__in={key for key, _ in keys}, key_released_at__isnull=True)
-        .values_list("idempotency_key", flat=True)
-    )
+    held = held_keys({key for key, _ in keys})
     in_flight = singletons_in_flight(single for _, single in keys if single)
     decided = []
     for event in events:

@@ -7,11 +7,12 @@ from lib.slots import DueSlot
 from runtime.models import Actor, Door, Event, Proposal, Run
 from runtime.registry import get_registry
 from runtime.services.admission import admit_event
-from runtime.services.bulk_rows import backend_vendor, insert_rows, json_rows, stored_instant
+from runtime.services.bulk_rows import backend_vendor, insert_rows, json_rows, one_of, stored_instant
 from runtime.services.planning import decide, new_proposal, proposal_fields
 from runtime.services.runs import queue_run, run_fields
 from schedules.envelope import tick_envelope
 from tests.conftest import at
+from tests.helpers import inject
 
 pytestmark = pytest.mark.django_db
 
@@ -105,3 +106,15 @@ def test_a_field_the_model_does_not_have_is_refused_on_every_backend():
     with pytest.raises(KeyError, match="unknown fields: \\['colour'\\]"):
         insert_rows(Proposal, [fields], key="event_id")
     assert Proposal.objects.count() == 0
+
+
+def test_one_of_selects_the_rows_among_the_values_or_outside_them_with_one_parameter_on_postgresql():
+    for event_id in ("a'1", "b", "c"):
+        inject(event_id, "factory.triage.requested", {"repo": "alpha"})
+    quote = connection.ops.quote_name
+    for negate, expected in ((False, ["a'1", "c"]), (True, ["b"])):
+        condition, params = one_of(quote("uid"), ["c", "a'1", "zz"], negate=negate)
+        assert len(params) == (1 if backend_vendor() == "postgresql" else 3)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT uid FROM {quote(Event._meta.db_table)} WHERE {condition} ORDER BY uid", params)
+            assert [row[0] for row in cursor.fetchall()] == expected
