@@ -197,7 +197,7 @@ def _advance_rows(advances: list[Advance], now: datetime) -> None:
 
 def _values_update(columns: list[str], rows: list[tuple], *, forward_only: bool, stamp: datetime | None = None) -> None:
     """``UPDATE schedulestate SET column = v.… FROM (VALUES (loop, value, …), …) AS v`` (on
-    PostgreSQL from ``json_populate_recordset`` of one JSON parameter: ``runtime.services.bulk_rows``)
+    PostgreSQL from the rows of one JSON parameter: ``runtime.services.bulk_rows.recordset``)
     on the rows' loops; ``forward_only`` only where the last slot moves forward (``columns[0]``
     is then ``last_slot``); ``stamp`` also sets ``last_tick_at``. Values are instants,
     text or null (``INSTANT_COLUMNS`` are instants)."""

@@ -109,8 +109,8 @@ def entry_values(
 
 def record_values(rows: list[tuple]) -> int:
     """Append journal rows built by ``entry_values``, one multi-row insert per
-    ``INSERT_ROWS``: ``INSERT … VALUES (…), (…)`` on SQLite, ``INSERT … SELECT … FROM
-    json_populate_recordset(…)`` of one JSON parameter on PostgreSQL (``bulk_rows``).
+    ``INSERT_ROWS``: ``INSERT … VALUES (…), (…)`` on SQLite, ``INSERT … SELECT … FROM``
+    the rows of one JSON parameter on PostgreSQL (``bulk_rows.recordset``).
     Returns how many were written. Call inside the transaction that makes the changes
     they record; a refused row (a constraint) raises ``IntegrityError`` for the whole
     statement. The rows' ids are not read back (no caller needs them). Skipping the ORM's

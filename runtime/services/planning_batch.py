@@ -200,7 +200,7 @@ def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> No
 
 def _record_outcomes(decided: list[tuple[Event, Decision]], now: datetime) -> None:
     """Mark the chunk's events planned at ``now`` with their outcomes: one ``UPDATE … FROM``
-    of every event (PostgreSQL: ``json_populate_recordset`` of one JSON parameter; SQLite
+    of every event (PostgreSQL: the rows of one JSON parameter, ``bulk_rows.recordset``; SQLite
     3.33+: ``VALUES``), a compare-and-swap on ``planned_at`` that raises ``ChunkLost`` —
     rolling the chunk back — unless it marked every one (docs/design.md §7)."""
     quote = connection.ops.quote_name

@@ -3,15 +3,15 @@
 A row is changed only if it is still the one the page fetched — a compare and swap on
 its ``next_due`` and ``set_by`` — so a setting event, or another slot loop, that got
 there first keeps its row. ``advance_rows`` moves the repeating rows past their fired
-slot with one ``UPDATE … FROM (VALUES …)`` (on PostgreSQL from ``json_to_recordset`` of
-one JSON parameter: ``runtime.services.bulk_rows``); ``delete_rows`` deletes the fired
+slot with one ``UPDATE … FROM (VALUES …)`` (on PostgreSQL from the rows of
+one JSON parameter: ``runtime.services.bulk_rows.typed_rows``); ``delete_rows`` deletes the fired
 ``once`` rows.
 """
 
 from django.db import connection
 from django.db.models import DateTimeField
 
-from runtime.services.bulk_rows import json_rows
+from runtime.services.bulk_rows import json_rows, typed_rows
 
 from ..models import KeyedSchedule
 from .fold import Row
@@ -19,6 +19,8 @@ from .fold import Row
 #: Rows one statement carries (SQLite: 7 parameters a row).
 ROWS = 500
 _INSTANT = DateTimeField()
+#: PostgreSQL types of ``_advance``'s row values, in order.
+_TYPES = ("bigint", "timestamptz", "text", "timestamptz", "timestamptz", "text", "timestamptz")
 
 
 def advance_rows(advances: list[tuple[int, Row, Row]]) -> int:
@@ -43,11 +45,8 @@ def _advance(advances: list[tuple[int, Row, Row]]) -> int:
     ]
     names = ["id", "fetched_due", "fetched_by", "next_due", "last_slot", "last_event_id", "last_tick_at"]
     if connection.vendor == "postgresql":
-        source = (
-            "json_to_recordset(%s) AS v(id bigint, fetched_due timestamptz, fetched_by text, next_due timestamptz, "
-            "last_slot timestamptz, last_event_id text, last_tick_at timestamptz)"
-        )
-        params = [json_rows(names, rows)]
+        source = typed_rows(list(zip(names, _TYPES, strict=True)), "v")
+        params = [json_rows(rows)]
     else:
         instants = {1, 3, 4, 6}
         params = [

@@ -1,7 +1,7 @@
 """The batched paths' plain multi-row inserts store what Django's ``save`` stores (docs/performance.md)."""
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 
 from lib.slots import DueSlot
 from runtime.models import Actor, Door, Event, Proposal, Run
@@ -73,6 +73,28 @@ def test_a_refused_row_refuses_the_statement():
     assert Proposal.objects.filter(event=event).count() == 1
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite does not enforce a text column's length")
+def test_a_value_longer_than_its_column_is_refused_not_cut_short():
+    event = heartbeat_tick()
+    registry = get_registry()
+    decision = decide(event, registry, held=lambda key: False, in_flight=lambda single: False)
+    fields = {**proposal_fields(event, decision, registry, at(NOW)), "event_id": event.pk, "definition": "d" * 101}
+    with pytest.raises(DataError, match="too long"), transaction.atomic():
+        insert_rows(Proposal, [fields], key="event_id")
+    assert Proposal.objects.count() == 0
+
+
+def test_a_null_json_value_is_stored_as_null():
+    event = heartbeat_tick()
+    registry = get_registry()
+    decision = decide(event, registry, held=lambda key: False, in_flight=lambda single: False)
+    fields = {**proposal_fields(event, decision, registry, at(NOW)), "event_id": event.pk}
+    ids = insert_rows(Run, [{**run_fields(fields, door=event.door, actor=Actor.SCHEDULE, now=at(NOW)),
+                              "proposal_id": insert_rows(Proposal, [fields], key="event_id")[event.pk],
+                              "result_data": None}], key="proposal_id")
+    assert Run.objects.filter(pk__in=ids.values(), result_data__isnull=True).count() == 1
+
+
 def test_a_field_without_a_default_must_be_given():
     event = heartbeat_tick()
     registry = get_registry()
@@ -84,12 +106,12 @@ def test_a_field_without_a_default_must_be_given():
     assert Proposal.objects.count() == 0
 
 
-def test_json_rows_names_each_value_by_column_and_refuses_what_json_cannot_hold():
-    assert json_rows(["a", "at", "doc"], [("x", at("2026-11-30T21:05:00Z"), {"k": [1]})]) == (
-        '[{"a":"x","at":"2026-11-30T21:05:00+00:00","doc":{"k":[1]}}]'
+def test_json_rows_writes_each_row_as_a_list_and_refuses_what_json_cannot_hold():
+    assert json_rows([("x", at("2026-11-30T21:05:00Z"), {"k": [1]}, None)]) == (
+        '[["x","2026-11-30T21:05:00+00:00",{"k":[1]},null]]'
     )
     with pytest.raises(TypeError, match="set is not a row value"):
-        json_rows(["a"], [({1},)])
+        json_rows([({1},)])
 
 
 def test_an_instant_is_sent_as_the_text_its_backend_stores():
