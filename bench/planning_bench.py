@@ -20,6 +20,7 @@ and reports:
 """
 
 import argparse
+import gc
 import json
 import multiprocessing
 import subprocess
@@ -49,6 +50,7 @@ def plan_all(ready, go, result) -> None:
         return execute(sql, params, many, context)
 
     connection.close()
+    gc.freeze()  # as `manage.py slot_loop`, whose thread plans, does once its registry is loaded
     ready.set()
     go.wait()
     with connection.execute_wrapper(count):

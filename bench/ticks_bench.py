@@ -25,6 +25,7 @@ machine (nproc, load average, database and version).
 """
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -125,6 +126,8 @@ def child(loops: int, database_url: str, repeat: int) -> dict:
             for name in registry.loops
         ], batch_size=5000)
         ensure_synced(registry, previous)  # as the iteration before this slot left them
+        gc.freeze()  # as `manage.py slot_loop` does once its registry is loaded
+
 
         burst = StatementCounter()
         with connection.execute_wrapper(burst):
