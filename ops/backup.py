@@ -20,6 +20,9 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+#: The database file and those SQLite (and ``runtime.sqlite_backend``'s write turn) keep beside it.
+SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal", "-writers.lock")
+
 
 class BackupRefused(Exception):
     """The backup cannot be made; the message says why and what to do."""
@@ -28,9 +31,16 @@ class BackupRefused(Exception):
 def backup_sqlite(database: str, out: Path) -> int:
     """Copy the SQLite database file ``database`` to ``out``; returns the copy's size in bytes.
 
-    Raises BackupRefused when the database file does not exist or the copy fails its check."""
+    Raises BackupRefused when the database file does not exist, when ``out`` is the
+    database or one of the files beside it that it works with (replacing one under the
+    running runtime corrupts the database), or when the copy fails its check."""
     if not Path(database).is_file():
         raise BackupRefused(f"the database file {database} does not exist")
+    live = Path(database).resolve()
+    for suffix in SQLITE_COMPANIONS:
+        if out.resolve() == live.with_name(live.name + suffix):
+            what = f"the live database's {suffix} file" if suffix else "the live database"
+            raise BackupRefused(f"{out} is {what}: write the backup to another file")
     partial = out.with_name(f".{out.name}.partial")
     partial.unlink(missing_ok=True)
     source = sqlite3.connect(database, timeout=30)

@@ -5,6 +5,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -75,6 +76,29 @@ def test_a_backup_taken_while_the_runtime_writes_restores_to_a_consistent_databa
     # The copy is the database at one instant: a prefix of what was written, none missing, none torn.
     assert sorted(probes) == list(range(len(probes)))
     assert copied == live[len(live) - len(copied):]
+
+
+@sqlite_only
+@pytest.mark.parametrize("suffix", ["", "-wal", "-writers.lock"])
+def test_a_backup_onto_the_live_database_or_its_companions_is_refused_and_leaves_it_whole(runtime, tmp_path, suffix):
+    database = runtime.env["DATABASE_URL"].removeprefix("sqlite:///")
+    runtime.manage("journal", "--limit", "1")  # the database exists, in WAL mode
+    before = Path(database).read_bytes()
+    done = runtime.manage("backup", "--out", database + suffix, check=False)
+    what = f"the live database's {suffix} file" if suffix else "the live database"
+    assert (done.returncode, done.stderr.strip()) == (
+        1, f"CommandError: backup: {database + suffix} is {what}: write the backup to another file",
+    )
+    assert Path(database).read_bytes() == before
+    assert not list(Path(database).parent.glob(".*.partial"))
+
+
+def test_a_backup_into_a_directory_is_refused(runtime, tmp_path):
+    done = runtime.manage("backup", "--out", str(tmp_path), check=False)
+    assert (done.returncode, done.stderr.strip()) == (
+        1, f"CommandError: --out {tmp_path} is a directory: name the backup file to write in it",
+    )
+    assert not list(tmp_path.parent.glob(f".{tmp_path.name}.partial"))
 
 
 @sqlite_only

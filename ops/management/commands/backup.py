@@ -24,6 +24,8 @@ class Command(BaseCommand):
         out = options["out"].absolute()
         if not out.parent.is_dir():
             raise CommandError(f"the directory {out.parent} does not exist")
+        if out.is_dir():
+            raise CommandError(f"--out {out} is a directory: name the backup file to write in it")
         try:
             if connection.vendor == "sqlite":
                 size = backup_sqlite(connection.settings_dict["NAME"], out)
