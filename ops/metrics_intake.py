@@ -15,6 +15,7 @@ every worker, past ones included. So the counter is per ``runserve``: it starts 
 the process's own.
 """
 
+import fcntl
 import os
 import re
 import shutil
@@ -70,12 +71,39 @@ def intake_registry() -> CollectorRegistry:
     return registry
 
 
+class MultiprocessDirInUse(Exception):
+    """Another runserve on this address holds the directory: it is left as it is."""
+
+
 def prepare_multiprocess_dir(root: Path, bind: str) -> Path:
-    """An empty directory for the HTTP workers of the runserve bound to ``bind`` (``HOST:PORT``
-    or ``unix:PATH``): ``<root>/http-<bind>``, every run of characters other than letters and
+    """An empty directory for the HTTP workers of the runserve bound to ``bind``
+    (``HOST:PORT``): ``<root>/http-<bind>``, every run of characters other than letters and
     digits a dash (``http-127-0-0-1-7522``), its old files (of an earlier runserve on that
-    address) removed. Two runserves on one host bind different addresses."""
+    address) removed. This process holds ``<directory>.lock`` (``flock``) until
+    ``release_multiprocess_dir`` or its exit; raises ``MultiprocessDirInUse``, touching
+    nothing, when another process holds it — removing the directory under a running
+    runserve's workers made each of its door answers a 500."""
     directory = root / ("http-" + re.sub(r"[^A-Za-z0-9]+", "-", bind).strip("-"))
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    held = os.open(f"{directory}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(held)
+        raise MultiprocessDirInUse(f"{directory} is in use by another runserve on {bind}") from None
+    _held[directory] = held
     shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True, mode=0o700)
+    directory.mkdir(mode=0o700)
     return directory
+
+
+def release_multiprocess_dir(directory: Path) -> None:
+    """Remove ``directory`` (the counters die with their runserve) and give its lock back."""
+    shutil.rmtree(directory, ignore_errors=True)
+    held = _held.pop(directory, None)
+    if held is not None:
+        os.close(held)
+
+
+#: The lock descriptor of each directory this process prepared.
+_held: dict[Path, int] = {}

@@ -6,12 +6,16 @@ SIGTERM within a bounded time.
 """
 
 import json
+import subprocess
+import sys
 import time
 
 import pytest
 
 from lib.signing import sign
+from tests.conftest import PROJECT_DIR
 from tests.github import GITHUB
+from tests.process.conftest import serving
 from tests.processes import EVENTS_SECRET, GITHUB_SECRET, send
 
 pytestmark = pytest.mark.process
@@ -52,3 +56,26 @@ def test_signed_event_and_github_delivery_are_admitted_by_a_running_runserve(ser
     assert send(f"{server}/github", body, unsigned)[0] == 401
     big = body + b" " * (5 * 1024 * 1024)  # over Django's 2.5 MB in-memory limit, under GitHub's cap
     assert send(f"{server}/github", big, {**github_headers, "X-Hub-Signature-256": sign(GITHUB_SECRET, big)})[0] == 200
+
+
+def test_a_second_runserve_on_the_address_is_refused_and_the_first_goes_on_answering(tmp_path):
+    with serving(tmp_path / "first") as (url, env):
+        second = subprocess.run(
+            [sys.executable, str(PROJECT_DIR / "manage.py"), "runserve", "--bind", url.removeprefix("http://"),
+             "--no-loop", "--run-workers", "0"],
+            env=env, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60,
+        )
+        assert (second.returncode, second.stderr.strip().splitlines()[-1]) == (
+            1, f"CommandError: {url.removeprefix('http://')} is in use: another runserve (or another server) "
+               "listens there; nothing was started",
+        )
+        envelope = json.dumps({
+            "schemaVersion": "factory.event/v1", "eventId": "after-second-start", "type": "factory.work.requested",
+            "source": "bridge", "subject": "hello", "occurredAt": "2026-11-30T21:00:00Z",
+            "correlationId": "after-second-start", "payload": {"repo": "hello"},
+        }).encode()
+        timestamp = str(int(time.time()))
+        assert send(f"{url}/events", envelope, {
+            "Content-Type": "application/json", "X-Factory-Timestamp": timestamp,
+            "X-Factory-Signature": sign(EVENTS_SECRET, f"{timestamp}.".encode() + envelope),
+        }) == (202, {"admitted": True, "duplicate": False, "eventId": "after-second-start"})

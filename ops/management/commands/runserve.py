@@ -40,8 +40,14 @@ from django.core.management.base import BaseCommand, CommandError, SystemCheckEr
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from lib.listen_address import AddressTaken, ensure_free
 from lib.processes import SUPERVISOR_PID_VARIABLE, die_with_parent
-from ops.metrics_intake import MULTIPROCESS_VARIABLE, prepare_multiprocess_dir
+from ops.metrics_intake import (
+    MULTIPROCESS_VARIABLE,
+    MultiprocessDirInUse,
+    prepare_multiprocess_dir,
+    release_multiprocess_dir,
+)
 from ops.notify import channels
 from runtime.adapters.command import KILL_GRACE_SECONDS, SHIM_EXIT_SECONDS
 from runtime.management.commands.ensure_operator import ensure_operator
@@ -92,6 +98,10 @@ class Command(BaseCommand):
             raise CommandError("--http-workers must be at least 1 and --run-workers at least 0")
         if options["demo"]:
             self.exec_demo(options)
+        try:
+            ensure_free(options["bind"])
+        except (AddressTaken, ValueError) as exc:
+            raise CommandError(f"{exc}; nothing was started") from None
         self.stopping = False
         # Handlers go in before any child exists: a SIGTERM during start-up must stop
         # the children, never kill the supervisor and orphan them.
@@ -233,7 +243,10 @@ class Command(BaseCommand):
         if channels():  # notifications are off unless configured (docs/notifications.md)
             commands["notifier"] = [sys.executable, self.manage, "notify", *CHILD_OPTIONS]
         # The HTTP workers add up their intake counters in files (ops.metrics_intake).
-        self.metrics_dir = prepare_multiprocess_dir(settings.FACTORY_METRICS_DIR, options["bind"])
+        try:
+            self.metrics_dir = prepare_multiprocess_dir(settings.FACTORY_METRICS_DIR, options["bind"])
+        except MultiprocessDirInUse as exc:
+            raise CommandError(f"{exc}; stopping") from None
         envs = {name: self.env for name in commands} | {"http": {**self.env, MULTIPROCESS_VARIABLE: str(self.metrics_dir)}}
         return {name: self.spawn(argv, envs[name]) for name, argv in commands.items()}
 
@@ -267,7 +280,7 @@ class Command(BaseCommand):
                 child.kill()
                 child.wait()
         # The intake counters die with this runserve (the next one starts from 0 anyway).
-        shutil.rmtree(self.metrics_dir, ignore_errors=True)
+        release_multiprocess_dir(self.metrics_dir)
         shutil.rmtree(self.shared_dir, ignore_errors=True)
         self.stdout.write("runtime stopped")
 
