@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +23,8 @@ from .model import RegistryError
 def display_path(path: Path) -> str:
     """How errors name a file: ``registry/<path>`` inside the registry directory, the
     project-relative path inside the project, the absolute path otherwise."""
-    resolved = path.resolve()
+    # The directory resolved, not the file: a file that is a symlink loop must still be named.
+    resolved = path.parent.resolve() / path.name
     registry_dir = Path(settings.FACTORY_REGISTRY_DIR).resolve()
     if resolved == registry_dir or registry_dir in resolved.parents:
         return (Path("registry") / resolved.relative_to(registry_dir)).as_posix()
@@ -36,9 +39,15 @@ def not_utf8(exc: UnicodeDecodeError) -> str:
     return f"the file is not UTF-8: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
 
 
+def unreadable(path: Path, exc: OSError) -> RegistryError:
+    """``unreadable_file``: the path exists but is not a file that can be read (a directory,
+    a FIFO, a symlink loop, no permission); the registry in force stays (DESIGN §4)."""
+    return RegistryError(display_path(path), "<file>", "unreadable_file", f"the file cannot be read: {exc.strerror or exc}")
+
+
 def read_json(inputs: Inputs, path: Path, errors: list[RegistryError]):
-    """Parse a JSON file; on failure append ``missing_file`` or ``invalid_json`` (bytes that are
-    not UTF-8 included) and return None."""
+    """Parse a JSON file; on failure append ``missing_file``, ``unreadable_file`` or
+    ``invalid_json`` (bytes that are not UTF-8 included) and return None."""
     try:
         text = inputs.read_text(path)
     except FileNotFoundError:
@@ -46,6 +55,9 @@ def read_json(inputs: Inputs, path: Path, errors: list[RegistryError]):
         return None
     except UnicodeDecodeError as exc:
         errors.append(RegistryError(display_path(path), "<file>", "invalid_json", not_utf8(exc)))
+        return None
+    except OSError as exc:
+        errors.append(unreadable(path, exc))
         return None
     try:
         return json.loads(text)
@@ -56,13 +68,16 @@ def read_json(inputs: Inputs, path: Path, errors: list[RegistryError]):
 
 def read_yaml(inputs: Inputs, path: Path, errors: list[RegistryError]):
     """Parse an optional YAML file: a missing file is ``{}``; bad YAML (bytes that are not
-    UTF-8 included) appends ``invalid_yaml``."""
+    UTF-8 included) appends ``invalid_yaml``, a path that cannot be read ``unreadable_file``."""
     try:
         text = inputs.read_text(path)
     except FileNotFoundError:
         return {}
     except UnicodeDecodeError as exc:
         errors.append(RegistryError(display_path(path), "<file>", "invalid_yaml", not_utf8(exc)))
+        return None
+    except OSError as exc:
+        errors.append(unreadable(path, exc))
         return None
     try:
         return load_yaml(text)
@@ -189,22 +204,36 @@ class Inputs:
         return (str(self.registry_dir), str(self.config_dir), tuple(files))
 
 
+class NotARegularFile(OSError):
+    """A configuration path that is a directory, a FIFO, a socket or a device."""
+
+
 def _snapshot_file(path: Path) -> _File:
+    """The file's bytes, or the OSError that reading them raised. Only a regular file is
+    read: reading a FIFO would wait for a writer, for ever."""
     try:
-        data: bytes | OSError = path.read_bytes()
+        mode = os.stat(path).st_mode
+    except OSError as exc:  # missing, or a symlink loop
+        return _File(is_file=False, data=exc)
+    if not stat.S_ISREG(mode):
+        return _File(is_file=False, data=NotARegularFile(
+            errno.EINVAL, "not a regular file (a directory, a FIFO or a device)", str(path)))
+    try:
+        return _File(is_file=True, data=path.read_bytes())
     except OSError as exc:
-        data = exc
-    return _File(is_file=path.is_file(), data=data)
+        return _File(is_file=True, data=exc)
 
 
 def snapshot(paths: list[str]) -> tuple:
     """A cheap fingerprint ``(path, mtime_ns, size)`` of files (``None, None`` for a missing
-    one), to notice a change on disk."""
+    one, ``"unreadable", errno`` for one that cannot be looked at), to notice a change on disk."""
     result = []
     for path in paths:
         try:
-            stat = os.stat(path)
-            result.append((path, stat.st_mtime_ns, stat.st_size))
+            found = os.stat(path)
+            result.append((path, found.st_mtime_ns, found.st_size))
         except FileNotFoundError:
             result.append((path, None, None))
+        except OSError as exc:  # a symlink loop, a denied directory: a change all the same
+            result.append((path, "unreadable", exc.errno))
     return tuple(result)

@@ -1,7 +1,9 @@
 """Registry validation, fail closed, each rule with its exact error (docs/design.md §4)."""
 
+import errno
 import importlib
 import json
+import os
 import time
 import types
 
@@ -287,6 +289,29 @@ def test_files_that_are_not_utf8_are_load_errors_and_the_last_good_registry_stay
     assert errors(registry_files) == [
         "registry/definitions/reaper@1.json: <file>: invalid_json: the file is not UTF-8: byte 0xff at offset 0"
     ]
+
+
+@pytest.mark.parametrize("make", ["directory", "fifo", "symlink loop"])
+def test_a_config_path_that_cannot_be_read_is_a_load_error_and_the_last_good_registry_stays(registry_files, make):
+    from runtime.registry import store
+    from runtime.registry.files import snapshot
+
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabled: true\n")
+    store.refresh()
+    good = store.current()
+    overlay = registry_files.config_dir / "schedule.yaml"
+    overlay.unlink()
+    {"directory": overlay.mkdir, "fifo": lambda: os.mkfifo(overlay), "symlink loop": lambda: overlay.symlink_to(overlay)}[make]()
+    detail = "Too many levels of symbolic links" if make == "symlink loop" else (
+        "not a regular file (a directory, a FIFO or a device)")
+    assert errors(registry_files) == [f"{overlay}: <file>: unreadable_file: the file cannot be read: {detail}"]
+    looked = snapshot([str(overlay)])[0]  # the change check each second
+    if make == "symlink loop":
+        assert looked == (str(overlay), "unreadable", errno.ELOOP)
+    else:
+        assert looked[0] == str(overlay) and isinstance(looked[1], int)
+    store.refresh()  # what the slot loop and the workers do each second: no exception, the last good stays
+    assert store.current() is good and good.loops["reaper"].enabled
 
 
 def test_a_process_starts_from_its_supervisors_registry_while_the_files_are_the_ones_it_came_from(
