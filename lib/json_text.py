@@ -32,6 +32,17 @@ def _finite_float(text: str) -> float:
     return value
 
 
+#: Most digits a JSON integer may have: Python's own limit for converting text to an integer.
+MAX_INT_DIGITS = 4300
+
+
+def _bounded_int(text: str) -> int:
+    """A JSON integer; one longer than ``MAX_INT_DIGITS`` digits is refused in the runtime's words."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits is longer than {MAX_INT_DIGITS}")
+    return int(text)
+
+
 def _depth(document) -> int:
     """How deep ``document`` nests (a scalar is 0), without recursion."""
     deepest, stack = 0, [(document, 0)]
@@ -63,13 +74,13 @@ def decode_json(raw: bytes | str):
     """
     try:
         text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
-        document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_refuse_duplicate_keys)
+        document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int, object_pairs_hook=_refuse_duplicate_keys)
     except UnicodeDecodeError as exc:
         raise InvalidJson(f"the body is not UTF-8: {exc.reason} at byte {exc.start}") from None
     except RecursionError:
         raise InvalidJson(f"the JSON nests deeper than {MAX_JSON_DEPTH} levels") from None
     except ValueError as exc:
-        # JSONDecodeError, a NaN/Infinity constant, or an integer over Python's digit limit.
+        # JSONDecodeError, a NaN/Infinity constant, a number too large.
         raise InvalidJson(f"the body is not JSON: {exc}") from None
     if _depth(document) > MAX_JSON_DEPTH:
         raise InvalidJson(f"the JSON nests deeper than {MAX_JSON_DEPTH} levels")

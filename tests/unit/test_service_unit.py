@@ -84,3 +84,17 @@ def test_the_unit_passes_systemd_analyze_verify(tmp_path):
     render("--out", str(out), "--user", "root")
     result = subprocess.run(["systemd-analyze", "verify", str(out)], capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stderr.strip()) == (0, ""), result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--env-file", "/tmp/x\nExecStartPre=/bin/rm -rf /"], "--env-file must not hold control characters"),
+    (["--user", "a b"], "--user 'a b' is not a user or group name"),
+    (["--group", "root\nUser=root"], "--group 'root\\\\nUser=root' is not a user or group name"),
+    (["--bind", "nonsense"], "--bind 'nonsense' must be HOST:PORT"),
+    (["--bind", "127.0.0.1:7522 --demo"], "--bind '127.0.0.1:7522 --demo' must be HOST:PORT"),
+])
+def test_an_argument_that_would_change_the_units_lines_is_refused_and_nothing_is_written(tmp_path, args, message):
+    out = tmp_path / "factory-runserve.service"
+    with pytest.raises(CommandError, match=message):
+        call_command("render_service_unit", "--out", str(out), *args)
+    assert not out.exists()

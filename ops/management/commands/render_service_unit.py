@@ -5,16 +5,20 @@ virtualenv's interpreter, default ``deploy/systemd/factory-runserve.service``; p
 ``wrote FILE`` or ``unchanged FILE``. Never installs, enables or starts anything.
 """
 
+import re
 import sys
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from lib.listen_address import parse_bind
 from ops.management.commands.runserve import shutdown_grace_seconds
 from ops.service_unit import UNIT_NAME, ServiceOptions, service_unit
 
 DEFAULT_ENV_FILE = "/etc/factory/factory.env"
+#: A name systemd takes for ``User=``/``Group=`` (as useradd makes them).
+USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
 
 
 class Command(BaseCommand):
@@ -35,6 +39,15 @@ class Command(BaseCommand):
             raise CommandError("--http-workers must be at least 1 and --run-workers at least 0")
         if not Path(options["env_file"]).is_absolute():
             raise CommandError(f"--env-file must be an absolute path, not {options['env_file']!r}")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in options["env_file"]):
+            raise CommandError(f"--env-file must not hold control characters (a new line would end its line): {options['env_file']!r}")
+        for name in ("user", "group"):
+            if options[name] is not None and not USER_NAME.fullmatch(options[name]):
+                raise CommandError(f"--{name} {options[name]!r} is not a user or group name (letters, digits, _ . -; at most 32)")
+        try:
+            parse_bind(options["bind"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         base = Path(settings.BASE_DIR).absolute()
         unit = service_unit(ServiceOptions(
             python=str(Path(sys.executable).absolute()),
