@@ -40,7 +40,9 @@ def read_body(request: HttpRequest, limit: int) -> bytes:
 
     A declared ``Content-Length`` over the limit is refused before a byte is read; otherwise
     at most ``limit + 1`` bytes are read from the stream, so a body that is longer than it
-    declared cannot make us buffer more than the cap.
+    declared cannot make us buffer more than the cap. A body shorter than its
+    ``Content-Length`` (the client closed its side early) is ``BodyRefused(400)``
+    ``bad_request``: nothing of it is admitted.
     """
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -60,6 +62,11 @@ def read_body(request: HttpRequest, limit: int) -> bytes:
         ) from None
     if len(body) > limit:
         raise BodyRefused(413, "payload_too_large", f"the body is over {limit} bytes; this route takes at most {limit}")
+    if len(body) < declared:
+        # The client ended its side of the connection before the body was whole.
+        raise BodyRefused(
+            400, "bad_request", f"the body ended after {len(body)} of the {declared} bytes its Content-Length declared"
+        )
     return body
 
 

@@ -42,7 +42,8 @@ SERVER_ERROR = OpenApiResponse({
 
 #: What both doors answer besides their outcomes (docs/intake.md "Every answer").
 SHARED = {
-    400: _error("`bad_request`: refused before the door ran (a Host header not served)"),
+    400: _error("`bad_request`: refused before the door ran (a Host header not served), or a body shorter "
+                "than its Content-Length"),
     405: _error("`method_not_allowed`, with `Allow: POST`"),
     408: _error("`request_timeout`: the request did not arrive within FACTORY_HTTP_READ_SECONDS"),
     413: _error("`payload_too_large`: over 1 MiB (/events) or 25 MiB (/github)"),

@@ -102,6 +102,8 @@ def release_multiprocess_dir(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
     held = _held.pop(directory, None)
     if held is not None:
+        # Removed while still held, so a runserve starting now either finds it held or makes a new one.
+        Path(f"{directory}.lock").unlink(missing_ok=True)
         os.close(held)
 
 

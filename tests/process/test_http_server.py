@@ -182,3 +182,18 @@ def test_the_api_routes_answer_json_on_the_real_server(server):
     )
     status, headers, body = exchange(server, request("GET", "/status").replace(b"Host: 127.0.0.1", b"Host: evil"))
     assert (status, json.loads(body)["error"]) == (400, "bad_request")
+
+
+def test_a_body_that_ends_before_its_content_length_is_refused_and_not_admitted(server):
+    whole = signed_event("short-body-1")
+    head, body = whole.split(b"\r\n\r\n", 1)
+    head = head.replace(f"Content-Length: {len(body)}".encode(), f"Content-Length: {len(body) + 50}".encode())
+    with socket.create_connection(address(server), timeout=15) as sock:
+        sock.sendall(head + b"\r\n\r\n" + body)
+        sock.shutdown(socket.SHUT_WR)  # the client ends its side before the declared length
+        status, _, answer = read_answer(sock)
+    assert (status, json.loads(answer)) == (400, {
+        "error": "bad_request",
+        "detail": f"the body ended after {len(body)} of the {len(body) + 50} bytes its Content-Length declared",
+    })
+    assert exchange(server, signed_event("short-body-1"))[0] == 202  # the same event, whole, is new
