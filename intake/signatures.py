@@ -56,7 +56,7 @@ def verify_factory_signature(
         )
     timestamp = timestamp.strip()
     if not TIMESTAMP_PATTERN.fullmatch(timestamp):
-        raise SignatureRefused("bad_timestamp", "X-Factory-Timestamp must be unix seconds (digits only)")
+        raise SignatureRefused("bad_timestamp", "X-Factory-Timestamp must be unix seconds: 1 to 12 digits, nothing else")
     _check(secret, timestamp.encode("ascii") + b"." + body, signature)
     skew = int(timestamp) - int(now.timestamp())
     if abs(skew) > TIMESTAMP_TOLERANCE_SECONDS:

@@ -62,11 +62,19 @@ class AdmissionRefused(Refused):
         return list(self.errors)
 
 
+#: Most characters of a schema error's message an answer carries: the message quotes the
+#: refused value, and a 100 KB correlationId made a 100 KB answer.
+MESSAGE_CHARACTERS = 300
+
+
 def _schema_errors(schema: dict, document, code: str, what: str) -> list[dict]:
     errors = []
     for err in sorted(validator_for(schema).iter_errors(document), key=lambda e: list(map(str, e.absolute_path))):
         where = "/".join(str(p) for p in err.absolute_path) or "<top>"
-        errors.append({"code": code, "detail": f"{what} at {where}: {err.message}"})
+        message = err.message
+        if len(message) > MESSAGE_CHARACTERS:
+            message = f"{message[:MESSAGE_CHARACTERS]}… ({len(message)} characters in all)"
+        errors.append({"code": code, "detail": f"{what} at {where}: {message}"})
     return errors
 
 

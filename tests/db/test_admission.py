@@ -87,6 +87,17 @@ def test_missing_fields_are_each_reported():
     assert refused(env) == ["invalid_envelope", "invalid_envelope"]
 
 
+def test_a_refusal_quotes_at_most_300_characters_of_a_huge_value():
+    with pytest.raises(AdmissionRefused) as raised:
+        admit_event(envelope(correlationId="x" * 100_000), door=Door.INJECT, now=NOW)
+    (error,) = raised.value.errors
+    assert error["code"] == "invalid_envelope"
+    assert error["detail"].startswith("envelope at correlationId: 'xxx")
+    assert error["detail"].endswith(f"… ({len(repr('x' * 100_000)) + len(' is too long')} characters in all)")
+    assert len(error["detail"]) < 400
+    assert Event.objects.count() == 0
+
+
 def test_inject_exit_codes(tmp_path, monkeypatch, capsys):
     path = tmp_path / "event.json"
     path.write_text(json.dumps(envelope()))

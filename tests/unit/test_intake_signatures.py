@@ -85,3 +85,12 @@ def test_stale_timestamp_is_only_told_to_a_holder_of_the_secret():
     ts = str(int(NOW.timestamp()) - 3600)
     assert refusal(verify_factory_signature, "s", timestamp=ts, signature=sign("t", f"{ts}.".encode()),
                    body=b"", now=NOW) == "bad_signature"
+
+
+def test_a_timestamp_of_too_many_digits_is_told_how_many_are_allowed():
+    ts = "0" * 300 + str(int(NOW.timestamp()))
+    with pytest.raises(SignatureRefused) as caught:
+        verify_factory_signature("s", timestamp=ts, signature="sha256=00", body=b"", now=NOW)
+    assert (caught.value.code, caught.value.detail) == (
+        "bad_timestamp", "X-Factory-Timestamp must be unix seconds: 1 to 12 digits, nothing else",
+    )
