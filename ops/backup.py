@@ -36,9 +36,9 @@ def backup_sqlite(database: str, out: Path) -> int:
     running runtime corrupts the database), or when the copy fails its check."""
     if not Path(database).is_file():
         raise BackupRefused(f"the database file {database} does not exist")
-    live = Path(database).resolve()
+    live, target = Path(database).resolve(), out.resolve()
     for suffix in SQLITE_COMPANIONS:
-        if out.resolve() == live.with_name(live.name + suffix):
+        if target == live.with_name(live.name + suffix):
             what = f"the live database's {suffix} file" if suffix else "the live database"
             raise BackupRefused(f"{out} is {what}: write the backup to another file")
     partial = out.with_name(f".{out.name}.partial")

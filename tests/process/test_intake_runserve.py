@@ -21,18 +21,23 @@ from tests.processes import EVENTS_SECRET, GITHUB_SECRET, send
 pytestmark = pytest.mark.process
 
 
-def test_signed_event_and_github_delivery_are_admitted_by_a_running_runserve(server):
+def signed_event(event_id: str) -> tuple[bytes, dict]:
+    """A ``factory.work.requested`` envelope with ``event_id`` and its signed headers for ``/events``."""
     envelope = json.dumps({
-        "schemaVersion": "factory.event/v1", "eventId": "process-test-1", "type": "factory.work.requested",
+        "schemaVersion": "factory.event/v1", "eventId": event_id, "type": "factory.work.requested",
         "source": "bridge", "subject": "hello", "occurredAt": "2026-11-30T21:00:00Z",
-        "correlationId": "process-test-1", "payload": {"repo": "hello"},
+        "correlationId": event_id, "payload": {"repo": "hello"},
     }).encode()
     timestamp = str(int(time.time()))
-    event_headers = {
+    return envelope, {
         "Content-Type": "application/json",
         "X-Factory-Timestamp": timestamp,
         "X-Factory-Signature": sign(EVENTS_SECRET, f"{timestamp}.".encode() + envelope),
     }
+
+
+def test_signed_event_and_github_delivery_are_admitted_by_a_running_runserve(server):
+    envelope, event_headers = signed_event("process-test-1")
     assert send(f"{server}/events", envelope, event_headers) == (
         202, {"admitted": True, "duplicate": False, "eventId": "process-test-1"},
     )
@@ -69,13 +74,6 @@ def test_a_second_runserve_on_the_address_is_refused_and_the_first_goes_on_answe
             1, f"CommandError: {url.removeprefix('http://')} is in use: another runserve (or another server) "
                "listens there; nothing was started",
         )
-        envelope = json.dumps({
-            "schemaVersion": "factory.event/v1", "eventId": "after-second-start", "type": "factory.work.requested",
-            "source": "bridge", "subject": "hello", "occurredAt": "2026-11-30T21:00:00Z",
-            "correlationId": "after-second-start", "payload": {"repo": "hello"},
-        }).encode()
-        timestamp = str(int(time.time()))
-        assert send(f"{url}/events", envelope, {
-            "Content-Type": "application/json", "X-Factory-Timestamp": timestamp,
-            "X-Factory-Signature": sign(EVENTS_SECRET, f"{timestamp}.".encode() + envelope),
-        }) == (202, {"admitted": True, "duplicate": False, "eventId": "after-second-start"})
+        assert send(f"{url}/events", *signed_event("after-second-start")) == (
+            202, {"admitted": True, "duplicate": False, "eventId": "after-second-start"},
+        )
