@@ -11,10 +11,13 @@ definition declares no final answer (``releaseKeyOn``: merge-scan's ``WAIT``).
 
 from datetime import datetime
 
+from django.db import connection
+
 from runtime.models import Actor, Event, Proposal, Run, RunStatus
 from runtime.registry import Definition, Registry, get_registry
 from runtime.registry.keys import render_key
 
+from .bulk_rows import one_of
 from .journal import record
 
 #: Why a key was released: the proposal was rejected, or its run failed (a command that
@@ -48,6 +51,20 @@ def idempotency_key(event: Event, definition: Definition) -> str:
 def key_held(key: str) -> bool:
     """Whether a proposal still holds ``key``."""
     return Proposal.objects.filter(idempotency_key=key, key_released_at__isnull=True).exists()
+
+
+def held_keys(keys: set[str]) -> set[str]:
+    """The idempotency keys among ``keys`` a proposal holds now (one query, the keys as
+    ``bulk_rows.one_of``, on the partial unique index ``proposal_one_per_held_key``)."""
+    if not keys:
+        return set()
+    quote = connection.ops.quote_name
+    among, params = one_of(quote("idempotency_key"), sorted(keys))
+    sql = (f"SELECT {quote('idempotency_key')} FROM {quote(Proposal._meta.db_table)} "
+           f"WHERE {among} AND {quote('key_released_at')} IS NULL")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0] for row in cursor.fetchall()}
 
 
 def release_idempotency_key(proposal: Proposal, *, reason: str, now: datetime, outcome: str = "") -> bool:

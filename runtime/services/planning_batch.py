@@ -33,6 +33,7 @@ from django.db import IntegrityError, connection, transaction
 from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
 
 from .bulk_rows import insert_rows, one_of, recordset, stored_instant
+from .idempotency import held_keys
 from .journal import entry_row, record_values
 from .planning import (
     Decision,
@@ -139,20 +140,6 @@ def _older_unplanned(events: list[Event]) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [ids[-1], *params])
         return cursor.fetchall()
-
-
-def held_keys(keys: set[str]) -> set[str]:
-    """The idempotency keys among ``keys`` a proposal holds now (one query, the keys as
-    ``bulk_rows.one_of``, on the partial unique index ``proposal_one_per_held_key``)."""
-    if not keys:
-        return set()
-    quote = connection.ops.quote_name
-    among, params = one_of(quote("idempotency_key"), sorted(keys))
-    sql = (f"SELECT {quote('idempotency_key')} FROM {quote(Proposal._meta.db_table)} "
-           f"WHERE {among} AND {quote('key_released_at')} IS NULL")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {row[0] for row in cursor.fetchall()}
 
 
 def _decide_chunk(events: list[Event], registry) -> list[tuple[Event, Decision]]:

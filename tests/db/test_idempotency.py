@@ -7,6 +7,7 @@ import pytest
 from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.services.admission import admit_event
 from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
+from runtime.services.idempotency import held_keys
 from runtime.services.planning import plan_pending
 from runtime.services.runs import claim_next_run, fail_attempt
 from tests.conftest import SHA, at
@@ -212,3 +213,12 @@ def test_a_rejection_with_a_note_over_2000_characters_is_refused_and_keeps_the_k
     assert (refused.value.code, refused.value.status) == ("note_too_long", 400)
     proposal.refresh_from_db()
     assert (proposal.status, proposal.key_released_at) == ("pending", None)
+
+
+def test_held_keys_names_only_the_keys_a_proposal_still_holds(registry_files, approver):
+    inject("op-merge-7", "factory.merge-apply.requested", APPLY)
+    plan_pending(now=NOW)
+    assert held_keys({KEY, "never:held", "x'y"}) == {KEY}
+    reject_proposal(Proposal.objects.get().pk, user=approver, now=NOW + timedelta(minutes=1))
+    assert held_keys({KEY}) == set()
+    assert held_keys(set()) == set()
