@@ -35,9 +35,9 @@ def runtime(tmp_path):
 
 
 @contextlib.contextmanager
-def serving(root, *, run_workers: int = 0, config: dict[str, str] | None = None, **env):
+def serving(root, *, run_workers: int = 0, http_workers: int = 1, config: dict[str, str] | None = None, **env):
     """A migrated SQLite runtime under ``root`` served by ``runserve --no-loop`` on a free port,
-    with ``run_workers`` run workers, the files of ``config`` in its config directory (repos.yaml
+    with ``http_workers`` HTTP workers and ``run_workers`` run workers, the files of ``config`` in its config directory (repos.yaml
     defaults to ``REPOS_YAML``) and ``env`` added to its environment. Yields ``(base URL, env)``:
     ``env`` runs ``manage.py`` against the same runtime. Stops it with SIGTERM and checks it exits 0."""
     registry_dir, config_dir = root / "registry", root / "config"
@@ -62,7 +62,7 @@ def serving(root, *, run_workers: int = 0, config: dict[str, str] | None = None,
                    check=True, capture_output=True, timeout=120)
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, MANAGE, "runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", "1",
+        [sys.executable, MANAGE, "runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", str(http_workers),
          "--run-workers", str(run_workers), "--no-loop"],
         env=env, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

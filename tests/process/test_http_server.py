@@ -1,19 +1,22 @@
 """The HTTP server itself, with real sockets against a real ``runserve`` (issue 11, list 5;
 docs/design.md §10): slow clients cannot hold it, and what gunicorn answers on its own is JSON.
 
-Ten unauthenticated clients trickle a body a byte at a time; a signed ``POST /events`` and the
+Kept-alive connections spread evenly over the HTTP workers. Ten unauthenticated clients trickle a body a byte at a time; a signed ``POST /events`` and the
 inbox's login page still answer within a second, and each slow client is dropped with a 408
 within the read deadline (5 s) and a little more.
 """
 
 import json
+import os
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from lib.signing import sign
+from tests.process.conftest import serving
 from tests.processes import EVENTS_SECRET
 
 pytestmark = pytest.mark.process
@@ -197,3 +200,40 @@ def test_a_body_that_ends_before_its_content_length_is_refused_and_not_admitted(
         "detail": f"the body ended after {len(body)} of the {len(body) + 50} bytes its Content-Length declared",
     })
     assert exchange(server, signed_event("short-body-1"))[0] == 202  # the same event, whole, is new
+
+
+def established_by_process(port: int) -> list[int]:
+    """How many established connections to ``port`` each process holds, fewest first (Linux /proc)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] == "01":
+            inodes.add(f"socket:[{fields[9]}]")
+    counts = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                held = sum(os.readlink(fd) in inodes for fd in (entry / "fd").iterdir())
+            except OSError:
+                continue
+            if held:
+                counts.append(held)
+    return sorted(counts)
+
+
+def test_thirty_two_kept_alive_clients_spread_evenly_over_two_http_workers(tmp_path):
+    """gunicorn's workers share one listening socket; without the balancing accept the one the
+    kernel runs first takes most connections (25/7 seen under load)."""
+    with serving(tmp_path, http_workers=2) as (url, _):
+        host, port = address(url)
+        clients = [socket.create_connection((host, port), timeout=15) for _ in range(32)]
+        try:
+            for sock in clients:
+                sock.sendall(request("GET", "/admin/login/").replace(b"Connection: close", b"Connection: keep-alive"))
+            assert {read_answer(sock)[0] for sock in clients} == {200}
+            counts = established_by_process(port)
+        finally:
+            for sock in clients:
+                sock.close()
+    # Exactly 16/16 unless a worker did not look within the 50 ms wait (a loaded machine).
+    assert len(counts) == 2 and sum(counts) == 32 and counts[0] >= 12, counts
