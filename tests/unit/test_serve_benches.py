@@ -1,11 +1,11 @@
-"""The pure parts of the several-process and backlog benchmarks (docs/performance.md, "Several processes
+"""The pure parts of the several-process, backlog and overload benchmarks (docs/performance.md, "Several processes
 and a backlog"): their arguments, the slot they watch, the figures drawn from their polls, their tables."""
 
 from datetime import UTC, datetime
 
 import pytest
 
-from bench import backlog_bench, claims_bench
+from bench import backlog_bench, claims_bench, overload_bench
 
 
 def test_claims_bench_defaults_to_one_two_and_four_processes_of_one_run_worker():
@@ -129,3 +129,24 @@ def test_the_backlog_is_topped_up_by_what_the_planner_drains_before_the_slot_sta
     assert backlog_bench.top_up(50_000, 49_000, 1000.0, 1.6) == 2_600
     assert backlog_bench.top_up(50_000, 55_000, 1000.0, 10.0) == 0
     assert backlog_bench.top_up(50_000, 50_000, -20.0, 5.0) == 0
+
+
+def test_overload_bench_figures_split_lateness_by_the_loops_names_and_keep_the_backlog_s_peak():
+    # 8 loops, 2 slots: o-00000/o-00001 are the first quarter of names, o-00006/o-00007 the last.
+    ticks = [(f"o-{i:05d}", 0.01 * i + slot, 1 if (i, slot) == (3, 1) else 0) for slot in (0, 1) for i in range(8)]
+    ticks.pop()                                           # o-00007's second tick never came
+    summary = overload_bench.summarize(ticks, loops=8, slots=2, backlog=[8, 3, 16, 0])
+    assert summary == {
+        "expected": 16, "admitted": 15, "skipped": 1, "p50": pytest.approx(0.07), "p99": 1.06, "max": 1.06,
+        "firstNames": pytest.approx(0.505), "lastNames": pytest.approx(0.07),
+        "backlogMax": 16, "backlogEnd": 0,
+    }
+    row = overload_bench.rows([{"database": "SQLite 3.40.1", "loops": 8, "every": 5, "slots": 2, **summary}])
+    assert row == [["SQLite 3.40.1", "8 every 5 s", 2, "15 / 16", 1, "0.07", "1.06", "1.06", "0.51 / 0.07", "16 / 0"]]
+
+
+@pytest.mark.parametrize("argv", [["--loops", "3"], ["--every", "0"], ["--every", "5", "--seconds", "9"], ["--no-sqlite"]])
+def test_overload_bench_refuses_what_it_cannot_measure(argv):
+    with pytest.raises(SystemExit) as exit:
+        overload_bench.parse_args(argv)
+    assert exit.value.code == 2
