@@ -10,8 +10,8 @@
   request goes through ``DeadlineSocket``: past the deadline a head is answered 408
   ``{error: "request_timeout"}`` here, and a body read by a view raises
   ``RequestReadTimeout`` — a ``TimeoutError`` — which the intake doors answer 408 in
-  their shape (``intake.bodies.read_body``). The connection is then closed without
-  lingering on it.
+  their shape (``intake.bodies.read_body``). That answer says ``Connection: close``, and
+  the connection is then closed without lingering on it.
 - **A new connection waits for its first byte on the poller, not on a thread.** gthread
   hands a new connection to a thread at once, which then waits up to 5 s for the first
   byte: a few dozen idle connections every few seconds would hold every thread. Here a new
@@ -89,7 +89,9 @@ class DeadlineSocket:
     later. While the head is read a late read raises ``HeadReadTimeout``, while the view
     reads the body (``in_body``) ``RequestReadTimeout``. ``end_request`` disarms it; once a
     request has run out of time every later read raises ``RequestReadTimeout`` at once, so
-    nothing lingers on that client. Everything else is the socket's own.
+    nothing lingers on that client, and the gunicorn request being answered (``answering``)
+    is marked to close, so its answer says ``Connection: close`` instead of promising a
+    kept-alive connection. Everything else is the socket's own.
     """
 
     def __init__(self, sock, seconds: float):
@@ -97,6 +99,7 @@ class DeadlineSocket:
         self.seconds = seconds
         self.armed = self.in_body = self.expired = False
         self.deadline: float | None = None
+        self.answering = None
 
     def __getattr__(self, name):
         return getattr(self._sock, name)
@@ -109,6 +112,8 @@ class DeadlineSocket:
 
     def _late(self) -> Exception:
         self.expired = True
+        if self.answering is not None:
+            self.answering.must_close = True
         if self.armed and not self.in_body:
             return HeadReadTimeout(f"the request head did not arrive within {self.seconds:g} s")
         return RequestReadTimeout(f"the request did not arrive within {self.seconds:g} s")
@@ -215,12 +220,13 @@ class ReadDeadlineThreadWorker(ThreadWorker):
             conn.sock.end_request()
 
     def handle_request(self, req, conn):
-        conn.sock.in_body = True
+        conn.sock.in_body, conn.sock.answering = True, req
         try:
             return super().handle_request(req, conn)
         finally:
             # gunicorn's own drain of an unread body is bounded by gunicorn.
             conn.sock.end_request()
+            conn.sock.answering = None
 
     def handle_error(self, req, client, addr, exc):
         if isinstance(exc, HeadReadTimeout):

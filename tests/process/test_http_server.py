@@ -157,6 +157,15 @@ def test_idle_connections_hold_no_thread_and_are_closed_after_the_read_deadline(
             sock.close()
 
 
+def test_a_kept_alive_request_whose_body_stalls_is_answered_408_with_connection_close(server):
+    head = request("POST", "/events", Content_Type="application/json").replace(b"Connection: close\r\n", b"")
+    with socket.create_connection(address(server), timeout=READ_SECONDS * 4) as sock:
+        sock.sendall(head.replace(b"Content-Length: 0", b"Content-Length: 100") + b'{"eventId": ')
+        status, headers, body = read_answer(sock)
+        assert (status, headers["connection"], json.loads(body)["error"]) == (408, "close", "request_timeout")
+        assert sock.recv(1) == b""                         # and closed, as the answer said
+
+
 def test_a_head_trickled_a_byte_at_a_time_is_dropped_with_a_json_408(server):
     client = SlowClient(server, head_only=True, gap=0.2)
     client.start()
