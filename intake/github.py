@@ -62,6 +62,13 @@ SOURCE = "github"
 #: What a delivery id must look like to serve as an eventId (the envelope's eventId rule).
 DELIVERY_ID_PATTERN = re.compile(r"^[\x21-\x7e]{1,200}$")
 HEAD_SHA_PATTERN = re.compile(r"^[0-9a-f]{40}$")
+#: The largest pull-request number a delivery may carry: GitHub's own GraphQL schema types a
+#: pull request's ``number`` as ``Int``, a signed 32-bit integer, so no real PR is beyond it.
+MAX_PULL_REQUEST_NUMBER = 2**31 - 1
+#: The largest id (``workflow_run.id``, ``repository.id``, a PR's ``base.repo.id``): GitHub's ids
+#: have outgrown 32 bits (the vendored failure delivery's run id is 3206737417), so they get a
+#: signed 64-bit integer's range, PostgreSQL's bigint: what a reader of 64-bit ids can hold.
+MAX_GITHUB_ID = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,17 @@ def _field(document, *path: str, kind: type | tuple[type, ...]):
 JSON_KINDS = {str: "a string", int: "an integer", dict: "an object", list: "an array", bool: "a boolean"}
 
 
+def _bounded(document, *path: str, maximum: int, name: str | None = None) -> int:
+    """The integer at ``path``, from 1 to ``maximum``. Raises ``_BadShape`` when it is missing,
+    not an integer, or out of that range; ``name`` is how the detail names the field (default:
+    the dotted path). A number out of range is never stored, so never reaches a bigint column,
+    an idempotency key or a command."""
+    value = _field(document, *path, kind=int)
+    if not 1 <= value <= maximum:
+        raise _BadShape(f"{name or '.'.join(path)} is not an integer from 1 to {maximum}")
+    return value
+
+
 def _occurred_at(document, path: tuple[str, ...], now: datetime) -> datetime:
     """The resource's ``updated_at`` as the event's occurredAt, so redeliveries are identical;
     ``now`` only when the field is missing or null. Raises ``_BadShape`` for one that is not
@@ -153,8 +171,12 @@ def _pull_request(delivery_id: str, payload: dict, repos: tuple[Repo, ...], now:
 def _targets_base(pull: dict, repo: Repo, repository_id: int) -> bool:
     return (
         _field(pull, "base", "ref", kind=str) == repo.base
-        and _field(pull, "base", "repo", "id", kind=int) == repository_id
+        and _bounded(pull, "base", "repo", "id", maximum=MAX_GITHUB_ID, name="a pull request's base.repo.id") == repository_id
     )
+
+
+def _pull_number(pull: dict) -> int:
+    return _bounded(pull, "number", maximum=MAX_PULL_REQUEST_NUMBER, name="a pull request's number")
 
 
 def _workflow_run(delivery_id: str, payload: dict, repos: tuple[Repo, ...], now: datetime) -> Translation:
@@ -169,9 +191,7 @@ def _workflow_run(delivery_id: str, payload: dict, repos: tuple[Repo, ...], now:
     if conclusion not in WORKFLOW_RUN_CONCLUSIONS:
         return Ignored("unhandled_action", f"a completed run concluded {conclusion!r}: only success and failure translate")
     occurred_at = _occurred_at(run, ("updated_at",), now)
-    run_id = _field(run, "id", kind=int)
-    if run_id < 1:
-        raise _BadShape("workflow_run.id is not a positive integer")
+    run_id = _bounded(run, "id", maximum=MAX_GITHUB_ID, name="workflow_run.id")
     if conclusion == "failure":
         return Translated(_envelope(
             delivery_id, "github.workflow-run.failed", "ci", occurred_at, {"repo": repo.github, "runId": run_id},
@@ -185,20 +205,20 @@ def _workflow_run(delivery_id: str, payload: dict, repos: tuple[Repo, ...], now:
             "the run lists no pull request (GitHub leaves the list empty for a fork's pull request)"
         )
         return Ignored("not_pull_request_head", why)
-    repository_id = _field(payload, "repository", "id", kind=int)
+    repository_id = _bounded(payload, "repository", "id", maximum=MAX_GITHUB_ID)
     targeting = [pull for pull in pulls if _targets_base(pull, repo, repository_id)]
     if not targeting:
         return Ignored("not_base_branch", f"none of the run's pull requests targets {repo.name}'s base {repo.base!r}")
     if len(targeting) > 1:
-        numbers = ", ".join(f"#{_field(pull, 'number', kind=int)}" for pull in targeting)
+        numbers = ", ".join(f"#{_pull_number(pull)}" for pull in targeting)
         return Malformed([{
             "code": "ambiguous_pull_request_head",
             "detail": f"pull requests {numbers} all target {repo.base!r} from this head; which one is green is unknown",
         }])
-    number = _field(targeting[0], "number", kind=int)
+    number = _pull_number(targeting[0])
     head_sha = _field(run, "head_sha", kind=str)
-    if number < 1 or not HEAD_SHA_PATTERN.fullmatch(head_sha):
-        raise _BadShape("the pull request number or workflow_run.head_sha is not well-formed")
+    if not HEAD_SHA_PATTERN.fullmatch(head_sha):
+        raise _BadShape("workflow_run.head_sha is not 40 lower-case hex digits")
     event_id = f"merge-pr:{repo.name}:{number}:{head_sha}"
     return Translated(_envelope(
         event_id, "factory.merge.requested", repo.name, occurred_at,

@@ -186,7 +186,7 @@ def test_a_head_sha_with_a_newline_never_makes_a_merge_pr_event_id(registry_file
     assert response.status_code == 422
     assert response.json() == {"errors": [{
         "code": "malformed_payload",
-        "detail": "workflow_run delivery: the pull request number or workflow_run.head_sha is not well-formed",
+        "detail": "workflow_run delivery: workflow_run.head_sha is not 40 lower-case hex digits",
     }]}
 
 

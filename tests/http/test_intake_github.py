@@ -287,6 +287,69 @@ def test_green_run_with_a_malformed_head_sha_is_malformed_payload():
     assert post(json.dumps(payload).encode(), "workflow_run").json()["errors"][0]["code"] == "malformed_payload"
 
 
+def malformed(detail: str) -> dict:
+    return {"errors": [{"code": "malformed_payload", "detail": detail}]}
+
+
+@pytest.mark.parametrize("number", [0, -1, 2**31, 2**63, 10**30])
+def test_green_run_with_a_pull_request_number_outside_32_bits_is_malformed_and_stores_nothing(number):
+    payload = json.loads(fixture("workflow_run.completed.pull_request-success.json"))
+    payload["workflow_run"]["pull_requests"][0]["number"] = number
+    response = post(json.dumps(payload).encode(), "workflow_run")
+    assert (response.status_code, response.json()) == (422, malformed(
+        "workflow_run delivery: a pull request's number is not an integer from 1 to 2147483647",
+    ))
+    assert Event.objects.count() == 0
+
+
+def test_the_largest_32_bit_pull_request_number_is_translated():
+    payload = json.loads(fixture("workflow_run.completed.pull_request-success.json"))
+    payload["workflow_run"]["pull_requests"][0]["number"] = 2**31 - 1
+    response = post(json.dumps(payload).encode(), "workflow_run")
+    assert (response.status_code, response.json()["eventId"]) == (202, f"merge-pr:playground:2147483647:{RUN_HEAD}")
+    assert only_event().payload["prNumbers"] == [2147483647]
+
+
+def test_two_pull_requests_on_the_base_with_a_number_out_of_range_are_malformed_before_ambiguous():
+    payload = json.loads(fixture("workflow_run.completed.pull_request-success.json"))
+    second = copy.deepcopy(payload["workflow_run"]["pull_requests"][0])
+    second["number"] = 10**30
+    payload["workflow_run"]["pull_requests"].append(second)
+    response = post(json.dumps(payload).encode(), "workflow_run")
+    assert (response.status_code, response.json()) == (422, malformed(
+        "workflow_run delivery: a pull request's number is not an integer from 1 to 2147483647",
+    ))
+
+
+@pytest.mark.parametrize("name, place, detail", [
+    ("workflow_run.completed.failure-push.probot-envelope.json", ("workflow_run", "id"), "workflow_run.id"),
+    ("workflow_run.completed.pull_request-success.json", ("workflow_run", "id"), "workflow_run.id"),
+    ("workflow_run.completed.pull_request-success.json", ("repository", "id"), "repository.id"),
+    ("workflow_run.completed.pull_request-success.json", ("workflow_run", "pull_requests", 0, "base", "repo", "id"),
+     "a pull request's base.repo.id"),
+])
+@pytest.mark.parametrize("number", [0, 2**63, 10**30])
+def test_an_id_outside_64_bits_is_malformed_and_stores_nothing(name, place, detail, number):
+    body = json.loads(fixture(name))
+    payload = body.get("payload", body)  # the probot capture wraps the delivery body
+    node = payload
+    for step in place[:-1]:
+        node = node[step]
+    node[place[-1]] = number
+    response = post(json.dumps(payload).encode(), "workflow_run")
+    assert (response.status_code, response.json()) == (422, malformed(
+        f"workflow_run delivery: {detail} is not an integer from 1 to 9223372036854775807",
+    ))
+    assert Event.objects.count() == 0
+
+
+def test_the_largest_64_bit_run_id_is_stored_as_sent():
+    payload = json.loads(fixture("workflow_run.completed.failure-push.probot-envelope.json"))["payload"]
+    payload["workflow_run"]["id"] = 2**63 - 1
+    assert post(json.dumps(payload).encode(), "workflow_run").status_code == 202
+    assert only_event().payload == {"repo": "clee2000/random-testing", "runId": 9223372036854775807}
+
+
 @pytest.mark.parametrize("body", [b"", b"{", b"not json", b"\xff\xfe{}", b'{"a": NaN}'])
 def test_signed_body_that_is_not_json_is_invalid_json(body):
     response = post(body, "pull_request")
