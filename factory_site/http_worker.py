@@ -18,6 +18,10 @@
   connection joins gthread's pending connections (the poller) and gets a thread when its
   first byte arrives; one that sends nothing within ``FACTORY_HTTP_READ_SECONDS`` is
   closed. ``worker_connections`` (1,000) bounds them per worker.
+- **A TLS handshake on the plain-HTTP port is closed at once**, without an answer: its
+  first bytes are a TLS record (``0x16 0x03``), which no HTTP request line starts with, and
+  a TLS client could not read a plain answer anyway (it used to wait for the read deadline
+  and get a 408 it could not read).
 - **gunicorn's own answers are JSON**: a request line, header or framing gunicorn refuses
   before Django sees it (400, 414, 431, 501, …) is answered
   ``{error: "<code>", detail}`` instead of gunicorn's HTML page.
@@ -34,6 +38,7 @@
 import errno
 import json
 import selectors
+import socket
 import sys
 import threading
 import time
@@ -80,6 +85,17 @@ def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode("latin-1")
     util.write_nonblock(sock, head + body)
+
+
+def starts_a_tls_handshake(sock) -> bool:
+    """Whether the bytes waiting on ``sock`` begin a TLS handshake record (``0x16 0x03``);
+    peeked, not read. False when fewer than two bytes are there yet, or on a socket error
+    (the request's own read then meets it)."""
+    try:
+        first = sock.recv(2, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except OSError:
+        return False
+    return first == b"\x16\x03"
 
 
 class DeadlineSocket:
@@ -212,6 +228,11 @@ class ReadDeadlineThreadWorker(ThreadWorker):
 
     def handle(self, conn):
         if not isinstance(conn.sock, DeadlineSocket):
+            # The connection's first request: its bytes are waiting (gthread's poller said so).
+            if starts_a_tls_handshake(conn.sock):
+                self.log.info("Connection from %s closed: a TLS handshake on the plain-HTTP port",
+                              (conn.client or ("",))[0])
+                return False
             conn.sock = DeadlineSocket(conn.sock, self.read_seconds)
         conn.sock.start_request()
         try:

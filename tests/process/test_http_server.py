@@ -9,6 +9,7 @@ within the read deadline (5 s) and a little more.
 import json
 import os
 import socket
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -164,6 +165,21 @@ def test_a_kept_alive_request_whose_body_stalls_is_answered_408_with_connection_
         status, headers, body = read_answer(sock)
         assert (status, headers["connection"], json.loads(body)["error"]) == (408, "close", "request_timeout")
         assert sock.recv(1) == b""                         # and closed, as the answer said
+
+
+def test_a_tls_handshake_on_the_plain_port_is_closed_at_once_without_an_answer(server):
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    outgoing = ssl.MemoryBIO()
+    client = context.wrap_bio(ssl.MemoryBIO(), outgoing, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        client.do_handshake()
+    hello = outgoing.read()
+    with socket.create_connection(address(server), timeout=READ_SECONDS * 4) as sock:
+        started = time.monotonic()
+        sock.sendall(hello)
+        assert (sock.recv(65536), time.monotonic() - started < READ_SECONDS - 1) == (b"", True)
+    assert timed(server, request("GET", "/admin/login/"))[1] == 200
 
 
 def test_a_head_trickled_a_byte_at_a_time_is_dropped_with_a_json_408(server):
