@@ -4,9 +4,13 @@
 file, the entry and the rule). ``runtime.E002``: time is not UTC-aware.
 ``runtime.E003``: a ``FACTORY_*`` knob is out of range. ``runtime.E004``: an intake
 secret is blank but not empty, or the two intake secrets are the same. ``runtime.W001``: the factory
-root does not exist (command definitions would fail at run time).
+root does not exist (command definitions would fail at run time). ``runtime.W002``:
+``FACTORY_CONFIG_DIR`` does not exist or is not a directory (the runtime would run without
+its overlay and repos, and say nothing).
 """
 
+import os
+import stat
 from pathlib import Path
 
 from django.conf import settings
@@ -58,6 +62,41 @@ def check_knobs(app_configs=None, **kwargs):
             id="runtime.W001",
         ))
     return problems
+
+
+def config_dir_problem(path: Path) -> str | None:
+    """What is wrong with ``path`` as the config directory, in words ("does not exist", "is
+    not a directory", "cannot be looked at: <reason>"); None when it is a directory."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be looked at: {exc.strerror or exc}"
+    return None if stat.S_ISDIR(mode) else "is not a directory"
+
+
+@register()
+def check_config_dir(app_configs=None, **kwargs):
+    """``runtime.W002``. A missing directory reads as one with no ``schedule.yaml`` or
+    ``repos.yaml``, so a typo in a unit file would silently drop the overlay and every repo:
+    a warning, not an error, since the runtime works without them (the kernel's loops run).
+    A path that is not a directory is already fatal (``runtime.E001``, ``unreadable_file``
+    for each file); the warning then names the setting behind those errors."""
+    path = Path(settings.FACTORY_CONFIG_DIR)
+    problem = config_dir_problem(path)
+    if problem is None:
+        return []
+    if problem == "does not exist":
+        effect = ("the runtime runs without its overlay (schedule.yaml) and its repos (repos.yaml): "
+                  "no overlay loops, no repo loops, every GitHub delivery unconfigured_repo")
+    else:
+        effect = "its schedule.yaml and repos.yaml cannot be read (runtime.E001 names each)"
+    return [Warning(
+        f"FACTORY_CONFIG_DIR {path} {problem}: {effect}",
+        hint="create the directory, or correct FACTORY_CONFIG_DIR in .env or the service's environment",
+        id="runtime.W002",
+    )]
 
 
 INTAKE_SECRETS = ("FACTORY_EVENTS_SECRET", "FACTORY_GITHUB_WEBHOOK_SECRET")
