@@ -2,7 +2,11 @@
 
 from lib.instants import format_instant
 
-from .models import Event, JournalEntry, Proposal, Run
+from .models import Event, JournalEntry, Proposal, Run, RunStatus
+
+#: Statuses in which a run's reason, if it has one, is an earlier attempt's: a newer attempt
+#: waits in the queue or is going.
+RETRYING_STATUSES = (RunStatus.QUEUED, RunStatus.CLAIMED, RunStatus.RUNNING)
 
 
 def _instant(value):
@@ -38,7 +42,31 @@ def proposal_item(proposal: Proposal) -> dict:
     }
 
 
+def reason_attempt(status: str, reason: str, attempt: int) -> int | None:
+    """The attempt (from 1) that a run's ``reason`` belongs to; None when it has no reason.
+
+    A reason is written when an attempt ends (or an operator closes the run), and a claim
+    counts the next attempt without clearing it: while the run is claimed or running, a
+    reason is the previous attempt's (``attempt - 1``); in every other status — queued
+    again after a failed or interrupted attempt included — it is ``attempt``'s."""
+    if not reason:
+        return None
+    return attempt - 1 if status in (RunStatus.CLAIMED, RunStatus.RUNNING) else attempt
+
+
+def reason_words(status: str, reason: str, attempt: int) -> str:
+    """A run's reason as a person reads it: ``timeout``, or ``attempt 1: timeout`` while a
+    newer attempt is queued or going, so it is not read as the current one's; "" for none."""
+    if not reason:
+        return ""
+    if status in RETRYING_STATUSES:
+        return f"attempt {reason_attempt(status, reason, attempt)}: {reason}"
+    return reason
+
+
 def run_item(run: Run) -> dict:
+    """A run as the read commands and ``/api/runs`` show it (docs/api.md); ``reasonAttempt``
+    is the attempt its ``reason`` belongs to (``reason_attempt``)."""
     return {
         "id": run.pk,
         "status": run.status,
@@ -51,6 +79,7 @@ def run_item(run: Run) -> dict:
         "maxAttempts": run.max_attempts,
         "outcome": run.outcome or None,
         "reason": run.reason or None,
+        "reasonAttempt": reason_attempt(run.status, run.reason, run.attempt),
         "summary": run.summary or None,
         "actor": run.actor,
         "approvedBy": run.approved_by.get_username() if run.approved_by else None,

@@ -76,6 +76,10 @@ class RunItemSerializer(serializers.Serializer):
     maxAttempts = serializers.IntegerField()
     outcome = serializers.CharField(allow_null=True)
     reason = serializers.CharField(allow_null=True)
+    reasonAttempt = serializers.IntegerField(
+        allow_null=True, help_text="the attempt the reason belongs to: while a newer attempt is queued or running, "
+        "an earlier one's; null without a reason",
+    )
     summary = serializers.CharField(allow_null=True)
     actor = serializers.CharField()
     approvedBy = serializers.CharField(allow_null=True)

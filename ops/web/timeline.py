@@ -7,6 +7,7 @@ then their proposals with their runs and deciders. Pages are keyed by event id
 
 from datetime import timedelta
 
+from runtime.listing import reason_words
 from runtime.models import Event, Proposal
 
 from .badges import LATE_AFTER_SECONDS
@@ -26,8 +27,9 @@ def timeline(loop: str, *, before: int | None) -> tuple[list[dict], int | None]:
     (all when None), newest first, and the ``before`` of the next, older page (None: no more).
 
     Each tick: ``{event: {id, uid, slot, key, admittedAt, lateSeconds, skipped, outcome, reason},
-    proposal: Proposal | None, run: Run | None}``; ``lateSeconds`` is how long after its slot
-    the tick was admitted, when more than ``LATE_AFTER_SECONDS``."""
+    proposal: Proposal | None, run: Run | None, runReason}``; ``lateSeconds`` is how long after its slot
+    the tick was admitted, when more than ``LATE_AFTER_SECONDS``; ``runReason`` the run's reason
+    in words (``runtime.listing.reason_words``: ``attempt 1: timeout`` while attempt 2 waits or runs)."""
     events = Event.objects.filter(loop=loop).order_by("-id")
     if before is not None:
         events = events.filter(id__lt=before)
@@ -46,6 +48,7 @@ def timeline(loop: str, *, before: int | None) -> tuple[list[dict], int | None]:
         late = None
         if row["slot"] is not None and row["admitted_at"] - row["slot"] > timedelta(seconds=LATE_AFTER_SECONDS):
             late = round((row["admitted_at"] - row["slot"]).total_seconds())
+        run = getattr(proposal, "run", None) if proposal else None
         ticks.append({
             "event": {
                 "id": row["id"], "uid": row["uid"], "slot": row["slot"], "key": row["loop_key"],
@@ -54,6 +57,7 @@ def timeline(loop: str, *, before: int | None) -> tuple[list[dict], int | None]:
                 "outcome": row["planning_outcome"], "reason": row["planning_reason"],
             },
             "proposal": proposal,
-            "run": getattr(proposal, "run", None) if proposal else None,
+            "run": run,
+            "runReason": reason_words(run.status, run.reason, run.attempt) if run else "",
         })
     return ticks, older

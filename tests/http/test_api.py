@@ -1,6 +1,10 @@
 """The approval API (docs/api.md): reads, decisions as a person, and every refusal with its exact body."""
 
+import re
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from ops.api.tokens import create_token
@@ -50,6 +54,11 @@ def post(path: str, token: str | None = None, body=None, client=None, **extra):
 
 def error(response) -> tuple[int, dict]:
     return response.status_code, response.json()
+
+
+def cells(line: str) -> list[str]:
+    """A line of a command's text table as its cells (two spaces or more between them)."""
+    return re.split(r"\s{2,}", line.strip())
 
 
 # --- reads ---------------------------------------------------------------------------------
@@ -315,6 +324,9 @@ def test_retrying_an_interrupted_run(interrupted, alice_token):
     assert response.status_code == 200
     assert response.json() == {"run": run_item(Run.objects.get(pk=interrupted.pk))}
     assert response.json()["run"]["status"] == "queued"
+    # Queued for attempt 2: the reason is attempt 1's, and says so.
+    assert (response.json()["run"]["attempt"], response.json()["run"]["reason"], response.json()["run"]["reasonAttempt"]) == (
+        1, "lease_expired", 1)
     entry = JournalEntry.objects.get(action="run_retried")
     assert (entry.actor_name, entry.data) == ("alice", {"via": "api", "tokenLabel": "phone", "attempt": 1, "maxAttempts": 2})
     assert error(post(f"/api/runs/{interrupted.pk}/retry", alice_token)) == (
@@ -332,6 +344,36 @@ def test_closing_an_interrupted_run_with_a_note(interrupted, alice_token, victor
     assert response.status_code == 200
     assert (response.json()["run"]["status"], response.json()["run"]["reason"]) == ("abandoned", "closed_by_operator")
     assert JournalEntry.objects.get(action="run_closed").data == {"via": "api", "tokenLabel": "phone", "note": "done by hand"}
+
+
+def test_a_reason_names_its_attempt_while_a_newer_attempt_is_queued_or_running(client, proposals, approver):
+    run = approve_proposal(proposals[0].pk, user=approver, now=NOW)  # the reaper: two attempts
+
+    def listed() -> tuple:
+        (item,) = client.get("/api/runs", headers=bearer(SHARED)).json()["results"]
+        return item["status"], item["attempt"], item["reason"], item["reasonAttempt"]
+
+    assert listed() == ("queued", 0, None, None)
+    start_run(claim_next_run(worker="w1", now=NOW, lease_seconds=60), worker="w1", now=NOW)
+    assert fail_attempt(run.pk, reason="timeout", now=NOW) == "queued"
+    assert listed() == ("queued", 1, "timeout", 1)
+    claim_next_run(worker="w2", now=NOW, lease_seconds=60)
+    assert listed() == ("claimed", 2, "timeout", 1)
+    start_run(Run.objects.get(pk=run.pk), worker="w2", now=NOW)
+    assert listed() == ("running", 2, "timeout", 1)
+    out = StringIO()
+    call_command("runs", stdout=out)
+    assert [cells(line) for line in out.getvalue().splitlines()] == [
+        ["id", "status", "definition", "loop", "attempt", "outcome", "reason", "actor", "approvedBy"],
+        [str(run.pk), "running", "reaper@1", "reaper", "2", "-", "attempt 1: timeout", "operator", "alice"],
+    ]
+    assert fail_attempt(run.pk, reason="lease_expired", now=NOW) == "abandoned"
+    assert listed() == ("abandoned", 2, "lease_expired", 2)
+    out = StringIO()
+    call_command("runs", stdout=out)
+    assert cells(out.getvalue().splitlines()[1]) == [
+        str(run.pk), "abandoned", "reaper@1", "reaper", "2", "-", "lease_expired", "operator", "alice",
+    ]
 
 
 def test_an_unexpected_failure_is_500_in_json_with_the_request_id(client, proposals, caplog):

@@ -14,6 +14,7 @@ from django.urls import reverse
 from runtime.models import Door, Event, PlanningOutcome, Proposal
 from runtime.registry import store
 from runtime.services.approval import approve_proposal, reject_proposal
+from runtime.services.runs import claim_next_run, fail_attempt, start_run
 from schedules.models import ScheduleState, SlotLoopStatus
 from tests.conftest import KERNEL_DIR, at
 from tests.helpers import DIGEST_ON, choose, finish_active_runs, many_loops, tick
@@ -188,6 +189,20 @@ def test_a_loop_page_has_its_timeline_and_earning_report(client, viewer, reaper_
     assert "took 1 m 05 s" in body and "note: not today" in body
     assert '<pre class="ops-diff" id="flip-diff">--- a/registry/schedules.json' in body
     assert '-    &quot;approval&quot;: &quot;watched&quot;,' in body
+
+
+def test_a_loop_page_says_which_attempt_a_runs_reason_belongs_to(client, viewer, registry_files, approver, pinned):
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    tick("2026-11-30T23:00:01Z")
+    run = approve_proposal(Proposal.objects.get().pk, user=approver, now=at(NOW))
+    start_run(claim_next_run(worker="w1", now=at(NOW), lease_seconds=60), worker="w1", now=at(NOW))
+    fail_attempt(run.pk, reason="timeout", now=at(NOW))
+    start_run(claim_next_run(worker="w2", now=at(NOW), lease_seconds=60), worker="w2", now=at(NOW))
+    client.force_login(viewer)
+    response = client.get("/loops/reaper/")
+    (newest,) = response.context["ticks"]
+    assert (newest["run"].status, newest["run"].attempt, newest["runReason"]) == ("running", 2, "attempt 1: timeout")
+    assert f"run {run.pk}</a> running (attempt 1: timeout)" in response.content.decode()
 
 
 def test_a_bad_window_is_said_on_the_page(client, viewer, reaper_history, pinned):

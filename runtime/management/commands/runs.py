@@ -1,6 +1,6 @@
 """``manage.py runs [--status S] [--limit N] [--json]``: runs, newest first."""
 
-from runtime.listing import run_item
+from runtime.listing import reason_words, run_item
 from runtime.management.listing_command import ListingCommand
 from runtime.models import Run, RunStatus
 
@@ -19,3 +19,10 @@ class Command(ListingCommand):
 
     def item(self, row):
         return run_item(row)
+
+    @staticmethod
+    def cell(item: dict, column: str) -> str:
+        # An earlier attempt's reason says so: "attempt 1: timeout" beside a queued or running run.
+        if column == "reason" and item["reason"]:
+            return reason_words(item["status"], item["reason"], item["attempt"])
+        return ListingCommand.cell(item, column)
