@@ -10,18 +10,18 @@ durably recorded as fired; the table gives the median of the rounds.
 - **this runtime** (``bench/ticks_bench.py --child N``): **burst** = one
   ``schedules.ticks.emit_due_ticks`` with every loop due, until the last tick is admitted
   and committed; **idle** = one whole slot-loop iteration (``ops.slot_loop.iterate``:
-  registry check, ticks, outbox, planning, status row) with nothing due, median of 5.
+  registry check, ticks, outbox, planning, status row) with nothing due, median of ``IDLE_SAMPLES`` (50).
 - **django-celery-beat 2** (``bench/peers_children.py celery-beat``): its
   ``DatabaseScheduler`` with N ``PeriodicTask``s on one 60 s ``IntervalSchedule``, built
   and warmed (initial read, heap) before they fall due; **burst** = ``tick()`` called as
   ``celery beat``'s loop calls it until every task has been sent once, then the
   ``sync()`` that stores their ``last_run_at``; sending replaced by a counter, no broker;
-  **idle** = one ``tick()`` with nothing due, median of 5.
+  **idle** = one ``tick()`` with nothing due, median of ``IDLE_SAMPLES`` (50).
 - **APScheduler 3** (``bench/peers_children.py apscheduler``): one ``SQLAlchemyJobStore``,
   N interval jobs (60 s) whose ``next_run_time`` is now; **burst** = ``_process_jobs()``
   (the body of ``BlockingScheduler``'s loop) until every job has been submitted once and
   its next run time stored; submission replaced by a counter; **idle** = one
-  ``_process_jobs()`` with nothing due, median of 5.
+  ``_process_jobs()`` with nothing due, median of ``IDLE_SAMPLES`` (50).
 
 The peers run in their own virtualenv, ``var/bench-peers-venv/``, made from
 ``bench/requirements-peers.txt`` on first use and again only when that file changes; the
@@ -63,8 +63,10 @@ SYSTEMS = {"runtime": "this runtime", "celery-beat": "django-celery-beat", "apsc
 #: The systems' names in table headers.
 COLUMNS = {"runtime": "runtime", "celery-beat": "celery-beat", "apscheduler": "APScheduler"}
 DATABASES = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
-#: The idle iteration's samples in each child, as ticks_bench's default.
-IDLE_SAMPLES = 5
+#: The idle iteration's samples in each child, the same for every system: a scheduler iterates
+#: for days, and its first iterations are not its steady state — psycopg prepares a statement
+#: on the server only at its sixth execution, and SQLite's statement cache fills likewise.
+IDLE_SAMPLES = 50
 STDERR_TAIL = 3000
 
 
