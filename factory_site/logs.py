@@ -5,9 +5,11 @@ workers, the slot loop, the run workers and any ``manage.py`` command — is wri
 two formatters, chosen by ``FACTORY_LOG_FORMAT``:
 
 - ``text`` (the default): ``<at> <LEVEL> <logger>[<pid>] <message>`` then every structured
-  field as `` key=value`` (a value with a space, a quote or an equals sign is written as a
-  JSON string), the traceback of an exception, and last `` requestId=<id>`` on a line
-  written while a request is served;
+  field as `` key=value`` (a value with a space, a quote, an equals sign or a control
+  character is written as a JSON string), the traceback of an exception, and last
+  `` requestId=<id>`` on a line written while a request is served. A control character of
+  the message is written as an escape (``\\n``, ``\\r``, ``\\x00``): one record is one line
+  but for its traceback;
 - ``json``: one JSON object per line, ``{"at", "level", "logger", "pid", "message", …every
   structured field…, "requestId"?, "exception"?}``.
 
@@ -68,8 +70,14 @@ def _json_value(value):
     return value
 
 
-#: The characters that make a text value be written as a JSON string.
-_QUOTED = frozenset(' "=\n\t')
+#: The characters that make a text value be written as a JSON string: JSON escapes the controls.
+_QUOTED = frozenset(' "=' + "".join(map(chr, range(0x20))))
+#: How a text line writes the controls of a message (all of C0 but the tab, and DEL): a message
+#: can carry what a client sent — gunicorn's access line holds the decoded request path — and a
+#: raw line break there would write a forged line of its own, a NUL a binary log.
+_MESSAGE_ESCAPES = str.maketrans(
+    {**{chr(code): f"\\x{code:02x}" for code in (*range(0x20), 0x7F) if code != 0x09}, "\n": "\\n", "\r": "\\r"}
+)
 
 
 def _text_value(value) -> str:
@@ -86,7 +94,8 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         fields = structured_fields(record)
         request_id = fields.pop("requestId", None)
-        line = f"{instant(record)} {record.levelname} {record.name}[{record.process}] {record.getMessage()}"
+        message = record.getMessage().translate(_MESSAGE_ESCAPES)
+        line = f"{instant(record)} {record.levelname} {record.name}[{record.process}] {message}"
         line += "".join(f" {key}={_text_value(value)}" for key, value in fields.items())
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)

@@ -48,6 +48,19 @@ def test_text_writes_each_kind_of_scalar_as_json_writes_it():
         ' count=3 ms=1.5 ok=true none=null nan=NaN tab="a\\tb" eq="k=v" quote="say \\"hi\\"" path=/events')
 
 
+def test_text_writes_a_message_s_control_characters_as_escapes_so_no_line_can_be_forged():
+    # gunicorn's access line carries the decoded path: /x%0A2026-…%20ERROR%20forged… and %00.
+    line = logs.TextFormatter().format(record(
+        "%s %s %s", ("GET", "/x\n2026-12-04T20:00:00.000Z ERROR forged.logger[1] FORGED\r\x00\x7f\tend", 404),
+        path="/x\n\x00"))
+    assert line == (
+        "2025-11-30T21:00:03.250Z INFO schedules.ticks[4242] GET "
+        "/x\\n2026-12-04T20:00:00.000Z ERROR forged.logger[1] FORGED\\r\\x00\\x7f\tend 404 "
+        'path="/x\\n\\u0000"'
+    )
+    assert len(line.splitlines()) == 1
+
+
 def test_text_ends_with_the_request_id_while_serving(serving):
     line = logs.TextFormatter().format(record(action="x"))
     assert line.endswith(" action=x requestId=req-7")
