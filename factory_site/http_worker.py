@@ -42,6 +42,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from functools import partial
 
 from django.conf import settings
@@ -78,11 +79,13 @@ class HeadReadTimeout(Exception):
 
 
 def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
-    """``gunicorn.util.write_error`` in JSON: ``{error, detail}``, then the connection closes."""
+    """``gunicorn.util.write_error`` in JSON: ``{error, detail}`` with a fresh ``X-Request-Id``
+    (every answer carries one: docs/design.md §10; the request was not read far enough to
+    take the client's), then the connection closes."""
     body = json.dumps({"error": ERROR_CODES.get(status_int, "bad_request"), "detail": mesg or reason}).encode()
     head = (
         f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
+        f"X-Request-Id: {uuid.uuid4().hex}\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode("latin-1")
     util.write_nonblock(sock, head + body)
 

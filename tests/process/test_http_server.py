@@ -8,6 +8,7 @@ within the read deadline (5 s) and a little more.
 
 import json
 import os
+import re
 import socket
 import ssl
 import threading
@@ -190,6 +191,7 @@ def test_a_head_trickled_a_byte_at_a_time_is_dropped_with_a_json_408(server):
     assert (status, headers["content-type"], json.loads(body)) == (408, "application/json", {
         "error": "request_timeout", "detail": f"the request head did not arrive within {READ_SECONDS} s",
     })
+    assert re.fullmatch(r"[0-9a-f]{32}", headers["x-request-id"])
     assert READ_SECONDS - 1 < client.answered_after < READ_SECONDS + 3
 
 
@@ -201,6 +203,7 @@ def test_a_head_trickled_a_byte_at_a_time_is_dropped_with_a_json_408(server):
 def test_what_gunicorn_refuses_itself_is_answered_json(server, data, status, error):
     answer_status, headers, body = exchange(server, data)
     assert (answer_status, headers["content-type"], json.loads(body)["error"]) == (status, "application/json", error)
+    assert re.fullmatch(r"[0-9a-f]{32}", headers["x-request-id"])
 
 
 def test_the_api_routes_answer_json_on_the_real_server(server):
