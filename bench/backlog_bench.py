@@ -307,6 +307,7 @@ def main() -> None:
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     print(bench_env.table(HEADERS, rows(results)))
     print(bench_env.machine_line(", ".join(r["database"] for r in results)))
+    bench_env.drop_database(args.database_url)
 
 
 if __name__ == "__main__":

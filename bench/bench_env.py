@@ -54,6 +54,19 @@ def prepare_database(database_url: str | None, root: Path) -> str:
     return database_url
 
 
+def drop_database(database_url: str | None) -> None:
+    """Drop the PostgreSQL database ``database_url`` names once a bench is done with it (a
+    SQLite file goes with its temporary directory); nothing for None. A bench that fails
+    leaves its database for a look."""
+    if not database_url:
+        return
+    import psycopg
+
+    base, name = database_url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def setup_django(env: dict[str, str]) -> None:
     """Point this process's settings at ``env`` (DATABASE_URL, FACTORY_*), set Django up, migrate."""
     os.environ.update({"FACTORY_LOG_LEVEL": LOG_LEVEL, "DJANGO_SETTINGS_MODULE": "factory_site.settings", **env})

@@ -200,6 +200,7 @@ def main() -> None:
         ["database", "HTTP workers", "clients", "duplicates", "requests", "answers/s", "admitted/s", "p50 ms", "p99 ms",
          "generator CPU s / wall s", "server (+ database) CPU ms/answer", "unplanned at end", "statuses"], rows))
     print(bench_env.machine_line(", ".join(sorted({row[0] for row in rows}))))
+    bench_env.drop_database(args.database_url)
 
 
 if __name__ == "__main__":

@@ -153,6 +153,7 @@ def main() -> None:
     for plan in sorted(plans):
         print(f"SQLite singleton check: {plan}")
     print(bench_env.machine_line(", ".join(sorted(databases))))
+    bench_env.drop_database(args.database_url)
 
 
 if __name__ == "__main__":

@@ -194,10 +194,14 @@ def run_child(loops: int, database: str, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--loops", default="100,1000,10000,100000")
-    parser.add_argument("--databases", default="sqlite,postgresql")
-    parser.add_argument("--postgres-url", default="postgres://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--loops", default="100,1000,10000,100000",
+                        help="loop counts, comma-separated (default 100,1000,10000,100000)")
+    parser.add_argument("--databases", default="sqlite,postgresql",
+                        help="sqlite, postgresql or both, comma-separated (default both)")
+    parser.add_argument("--postgres-url", default="postgres://postgres@127.0.0.1:5432/postgres",
+                        help="an existing PostgreSQL database to connect to: each size gets a new database "
+                             "created beside it and dropped afterwards (default the server's postgres)")
+    parser.add_argument("--repeat", type=int, default=5, help="idle iterations measured, their median reported (default 5)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
