@@ -110,7 +110,9 @@ def decision(operation_id: str, summary: str, ok, refusals: dict, *, request=NOT
         operation_id=operation_id, summary=summary, tags=["decisions"], request=request, parameters=[ID],
         responses={200: ok, **COMMON, **refusals,
                    400: refusal("`invalid_body` (anything but {} or {\"note\": text}), `note_too_long` "
-                                "(over 2,000 characters), `invalid_note` (a NUL or a lone surrogate in it), `parse_error` (not strict JSON: a key twice counts)"),
+                                "(over 2,000 characters), `invalid_note` (a NUL or a lone surrogate in it), `parse_error` (not strict JSON: a key twice counts), "
+                                "`bad_request` (the body ended before its Content-Length)"),
+                   408: refusal("`request_timeout`: the body did not arrive within FACTORY_HTTP_READ_SECONDS"),
                    413: refusal("`payload_too_large`: a body over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)"),
                    403: refusal("`permission_denied` (no approve_proposal, or not staff), `person_required` "
                                 "(FACTORY_API_TOKEN never decides), `csrf_failed` (a session POST without its "

@@ -1,10 +1,11 @@
 """The approval API's views (docs/api.md): paged reads of proposals, runs and events, and decisions.
 
 Every answer is JSON. A refusal is ``{error, detail}`` with its status: 400 ``invalid_body``,
-``invalid_filter``, ``note_too_long``, ``parse_error``; 401 ``not_authenticated``,
+``invalid_filter``, ``note_too_long``, ``parse_error``, ``bad_request`` (a body shorter than its
+``Content-Length``); 401 ``not_authenticated``,
 ``authentication_failed``; 403 ``permission_denied``, ``person_required``, ``csrf_failed``;
 404 ``not_found``; 405 ``method_not_allowed``; 409 ``not_pending``,
-``previous_run_in_flight``, ``not_interrupted``; 413 ``payload_too_large``; 415
+``previous_run_in_flight``, ``not_interrupted``; 408 ``request_timeout``; 413 ``payload_too_large``; 415
 ``unsupported_media_type``; and the services' ``invalid_note`` (400). A decision
 goes through ``runtime.services.approval`` / ``interrupted`` with ``via: "api"``, the person
 and the label of their token; ``now`` is the database's clock, read once per decision.
@@ -12,8 +13,6 @@ and the label of their token; ``now`` is the database's clock, read once per dec
 
 import logging
 
-from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions
 from rest_framework.generics import GenericAPIView
 from rest_framework.pagination import PageNumberPagination
@@ -44,13 +43,6 @@ class BadRequest(exceptions.APIException):
 
     status_code = 400
     default_code = "bad_request"
-
-
-class PayloadTooLarge(exceptions.APIException):
-    """413: a body over Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
-
-    status_code = 413
-    default_code = "payload_too_large"
 
 
 class ApiPagination(PageNumberPagination):
@@ -145,10 +137,7 @@ def status_filter(request, choices) -> str | None:
 def decision_note(request) -> str:
     """The optional ``note`` of a decision body; 400 ``invalid_body`` for anything but
     ``{}`` or ``{"note": "<text>"}`` (the length is the service's ``note_too_long``)."""
-    try:
-        data = request.data
-    except RequestDataTooBig:
-        raise PayloadTooLarge(f"the body is over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes") from None
+    data = request.data  # read by ops.api.parsers: 408, 400 bad_request or 413 refuse the body
     if not isinstance(data, dict) or set(data) - {"note"}:
         raise BadRequest('the body is {} or {"note": "<text>"}', code="invalid_body")
     note = data.get("note", "")

@@ -1,5 +1,6 @@
 """The approval API (docs/api.md): reads, decisions as a person, and every refusal with its exact body."""
 
+import io
 import re
 from io import StringIO
 
@@ -7,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from factory_site.http_worker import RequestReadTimeout
 from ops.api.tokens import create_token
 from runtime.listing import event_item, proposal_item, run_item
 from runtime.models import Event, JournalEntry, Proposal, Run
@@ -268,7 +270,44 @@ def test_a_note_with_a_nul_is_refused_and_the_proposal_stays_pending(proposals, 
 def test_a_body_over_the_upload_limit_is_a_json_413(proposals, alice_token, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     assert error(post(f"/api/proposals/{proposals[1].pk}/approve", alice_token, {"note": "x" * 1500})) == (
-        413, {"error": "payload_too_large", "detail": "the body is over 1000 bytes"})
+        413, {"error": "payload_too_large", "detail": "the body is 1512 bytes; this route takes at most 1000"})
+
+
+class StalledBody(io.RawIOBase):
+    """A request body whose read runs past the HTTP worker's read deadline, as
+    ``factory_site.http_worker`` raises it from the socket."""
+
+    def readable(self):
+        return True
+
+    def read(self, size=-1):
+        raise RequestReadTimeout("the request did not arrive within 5 s")
+
+
+def test_a_body_that_stalls_is_a_json_408_logged_as_the_clients_fault_and_nothing_is_decided(
+        proposals, alice_token, caplog):
+    # It was a 500 internal_error, logged at ERROR with a traceback (DRF read request.body).
+    proposal, journal = proposals[1], JournalEntry.objects.count()
+    response = post(f"/api/proposals/{proposal.pk}/approve", alice_token, b"{",
+                    CONTENT_LENGTH="100", **{"wsgi.input": StalledBody()})
+    assert error(response) == (408, {
+        "error": "request_timeout",
+        "detail": "the body did not arrive within the server's read time-out; send it again"})
+    assert [r.levelname for r in caplog.records if r.name == "django.request"] == ["WARNING"]
+    proposal.refresh_from_db()
+    assert (proposal.status, JournalEntry.objects.count()) == ("pending", journal)
+
+
+def test_a_body_shorter_than_its_content_length_is_refused_and_nothing_is_decided(proposals, alice_token):
+    # The client closed its side after 17 of the 500 bytes: the reject was taken and journaled.
+    proposal, journal = proposals[1], JournalEntry.objects.count()
+    body = b'{"note": "trunc"}'
+    response = post(f"/api/proposals/{proposal.pk}/reject", alice_token, body,
+                    CONTENT_LENGTH="500", **{"wsgi.input": io.BytesIO(body)})
+    assert error(response) == (400, {
+        "error": "bad_request", "detail": "the body ended after 17 of the 500 bytes its Content-Length declared"})
+    proposal.refresh_from_db()
+    assert (proposal.status, JournalEntry.objects.count()) == ("pending", journal)
 
 
 def test_the_documented_refusals(proposals, alice_token, approver):

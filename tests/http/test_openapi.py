@@ -66,7 +66,9 @@ def test_the_doors_list_every_status_docs_intake_lists(schema):
 
 def test_decisions_list_their_refusals(schema):
     approve = schema["paths"]["/api/proposals/{id}/approve"]["post"]["responses"]
-    assert sorted(approve) == ["200", "400", "401", "403", "404", "405", "409", "413", "415", "500"]
+    assert sorted(approve) == ["200", "400", "401", "403", "404", "405", "408", "409", "413", "415", "500"]
+    assert "request_timeout" in approve["408"]["description"]
+    assert "bad_request" in approve["400"]["description"]
     for code in ("not_pending", "previous_run_in_flight"):
         assert code in approve["409"]["description"]
     for code in ("permission_denied", "person_required", "csrf_failed"):
