@@ -87,6 +87,7 @@ MIDDLEWARE = [
     # /events and /github go from here to their views past only CommonMiddleware and
     # XFrameOptionsMiddleware: a signed door needs no static files, session, CSRF or login.
     "factory_site.door_route.SignedDoorMiddleware",
+    "ops.query_nul.QueryNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
