@@ -11,6 +11,8 @@ import os
 import re
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +21,7 @@ import pytest
 
 from lib.signing import sign
 from tests.process.conftest import serving
-from tests.processes import EVENTS_SECRET
+from tests.processes import EVENTS_SECRET, MANAGE, PROJECT_DIR
 
 pytestmark = pytest.mark.process
 
@@ -228,6 +230,34 @@ def test_a_body_that_ends_before_its_content_length_is_refused_and_not_admitted(
         "detail": f"the body ended after {len(body)} of the {len(body) + 50} bytes its Content-Length declared",
     })
     assert exchange(server, signed_event("short-body-1"))[0] == 202  # the same event, whole, is new
+
+
+def test_an_api_decision_whose_body_stalls_or_ends_early_is_refused_in_the_apis_shape(tmp_path):
+    # The approval API read its body through DRF: a stall past the read deadline was a 500
+    # internal_error, a body cut short was taken and the proposal decided. The body is read
+    # before the proposal is looked up, so no proposal is needed here.
+    with serving(tmp_path) as (url, env):
+        token = subprocess.run(
+            [sys.executable, MANAGE, "api_token", "create", "operator", "--label", "probe"], env=env,
+            cwd=PROJECT_DIR, check=True, capture_output=True, text=True, timeout=60,
+        ).stdout.strip().splitlines()[-1]
+        head = request("POST", "/api/proposals/1/approve", Content_Type="application/json",
+                       Authorization=f"Bearer {token}").replace(b"Content-Length: 0", b"Content-Length: 100")
+        with socket.create_connection(address(url), timeout=READ_SECONDS * 4) as sock:
+            sock.sendall(head + b"{")  # and stall
+            status, _, answer = read_answer(sock)
+        assert (status, json.loads(answer)) == (408, {
+            "error": "request_timeout",
+            "detail": "the body did not arrive within the server's read time-out; send it again"})
+        body = b'{"note": "trunc"}'
+        data = request("POST", "/api/proposals/1/reject", body, Content_Type="application/json",
+                       Authorization=f"Bearer {token}").replace(b"Content-Length: 17", b"Content-Length: 500")
+        with socket.create_connection(address(url), timeout=15) as sock:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            status, _, answer = read_answer(sock)
+        assert (status, json.loads(answer)) == (400, {
+            "error": "bad_request", "detail": "the body ended after 17 of the 500 bytes its Content-Length declared"})
 
 
 def established_by_process(port: int) -> list[int]:
