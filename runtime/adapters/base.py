@@ -8,7 +8,9 @@ becomes the run's reason: a finished failure, never retried. ``runtime.adapters.
 maps the plan's ``adapter`` name to its function.
 """
 
-from collections.abc import Callable, Mapping
+import contextlib
+import errno
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -41,6 +43,34 @@ class CommandOutcome:
     stdout_path: str
     not_found: str = ""
     aborted: bool = False
+
+
+def describe_os_error(path, error: OSError) -> str:
+    """``<path>: [Errno 30 EROFS] Read-only file system`` — the path and the OS error, for a reason's detail."""
+    name = errno.errorcode.get(error.errno, "") if error.errno is not None else ""
+    code = f"[Errno {error.errno} {name}] " if error.errno is not None else ""
+    return f"{error.filename or path}: {code}{error.strerror or error}"
+
+
+class RunDirUnwritable(Exception):
+    """The run's directory, or a file in it, could not be created or written before the
+    command started: the attempt fails with reason ``runs_dir_unwritable`` (docs/design.md §8)."""
+
+    code = "runs_dir_unwritable"
+
+    def __init__(self, path, error: OSError):
+        self.detail = describe_os_error(path, error)
+        super().__init__(self.detail)
+
+
+@contextlib.contextmanager
+def preparing_run_dir(path) -> Iterator[None]:
+    """Turn an OSError raised in the block (creating the run directory, opening or writing a
+    file in it) into ``RunDirUnwritable`` naming ``path`` when the error names no file."""
+    try:
+        yield
+    except OSError as exc:
+        raise RunDirUnwritable(path, exc) from exc
 
 
 class Adapter(Protocol):

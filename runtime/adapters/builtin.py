@@ -18,7 +18,7 @@ from datetime import datetime
 from lib.refusals import Refused
 from runtime.clock import database_now
 
-from .base import CommandOutcome, Execution
+from .base import CommandOutcome, Execution, preparing_run_dir
 
 Report = Callable[[datetime], dict]
 
@@ -42,7 +42,8 @@ def register_builtin(name: str, report: Report) -> None:
 def execute_builtin(execution: Execution) -> CommandOutcome:
     """The ``builtin`` adapter: run the plan's report at the database's ``now`` and record its line.
 
-    Raises BuiltinUnavailable when no report of that name is registered.
+    Raises BuiltinUnavailable when no report of that name is registered, RunDirUnwritable
+    when the run's directory or capture file cannot be created or written.
     """
     name = execution.run.plan.get("builtin")
     report = _reports.get(name)
@@ -50,7 +51,8 @@ def execute_builtin(execution: Execution) -> CommandOutcome:
         raise BuiltinUnavailable(name)
     document = report(database_now())
     text = json.dumps(document, ensure_ascii=False) + "\n"
-    execution.run_dir.mkdir(parents=True, exist_ok=True)
     stdout_path = execution.run_dir / execution.capture_name
-    stdout_path.write_text(text)
+    with preparing_run_dir(execution.run_dir):
+        execution.run_dir.mkdir(parents=True, exist_ok=True)
+        stdout_path.write_text(text)
     return CommandOutcome(0, False, text, str(stdout_path))

@@ -21,7 +21,7 @@ from django.conf import settings
 from lib import command_shim
 from runtime.registry.model import fill_argv
 
-from .base import CommandOutcome, Execution
+from .base import CommandOutcome, Execution, preparing_run_dir
 
 #: Environment a command sees: no secret. Not the Django secret key, not the database URL
 #: (with its password), not FACTORY_*_SECRET, FACTORY_API_TOKEN or the operator password.
@@ -56,11 +56,11 @@ def minimal_environment(run_id: int, run_dir: Path) -> dict[str, str]:
     return {**command_environment(), "FACTORY_RUN_ID": str(run_id), "FACTORY_RUN_DIR": str(run_dir)}
 
 
-def _copy_capped(stream, path: Path, cap: int, tail: deque | None) -> None:
-    """Copy a pipe to ``path`` up to ``cap`` bytes (noting the truncation), keeping a tail."""
+def _copy_capped(stream, out, cap: int, tail: deque | None) -> None:
+    """Copy a pipe to the open file ``out`` up to ``cap`` bytes (noting the truncation), keeping a tail."""
     written = 0
     truncated = False
-    with path.open("wb") as out:
+    with out:
         for chunk in iter(lambda: stream.read1(65536), b""):
             if tail is not None:
                 tail.extend(chunk)
@@ -127,10 +127,26 @@ def run_command(
     when it returns False the command is killed and the outcome is ``aborted``. On
     time-out, abort or any exit from here, the command's process group and descendants
     get SIGTERM, then SIGKILL after ``KILL_GRACE_SECONDS``.
+
+    Raises ``RunDirUnwritable`` before the command starts when ``run_dir`` or its capture
+    files cannot be created (a read-only or missing runs directory).
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
     stdout_path = run_dir / capture_name
-    status_read, status_write = os.pipe()
+    stderr_path = run_dir / "stderr.log"
+    with preparing_run_dir(run_dir):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        stdout_file = stdout_path.open("wb")
+        try:
+            stderr_file = stderr_path.open("wb")
+        except BaseException:
+            stdout_file.close()
+            raise
+    captures = [(stdout_file, stdout_path), (stderr_file, stderr_path)]
+    try:
+        status_read, status_write = os.pipe()
+    except BaseException:
+        _close_captures(captures)
+        raise
     try:
         process = subprocess.Popen(
             [
@@ -147,14 +163,19 @@ def run_command(
         )
     except OSError as exc:
         os.close(status_read)
+        _close_captures(captures)
         return CommandOutcome(None, False, "", "", not_found=f"{sys.executable}: {exc.strerror or exc}")
+    except BaseException:
+        os.close(status_read)
+        _close_captures(captures)
+        raise
     finally:
         os.close(status_write)
     status = _ShimStatus(status_read)
     with _running_lock:
         _running.add(process)
     try:
-        return _wait(process, status, stdout_path, run_dir, stdin_data, timeout_seconds, stdout_cap, while_waiting)
+        return _wait(process, status, captures, stdin_data, timeout_seconds, stdout_cap, while_waiting)
     finally:
         _stop_shim(process, status)
         with _running_lock:
@@ -178,11 +199,18 @@ class _ShimStatus:
         return next((line[len(word) + 1:] for line in self.lines if line.startswith(word + " ")), None)
 
 
-def _wait(process, status, stdout_path, run_dir, stdin_data, timeout_seconds, stdout_cap, while_waiting) -> CommandOutcome:
+def _close_captures(captures) -> None:
+    for out, _path in captures:
+        with contextlib.suppress(OSError):
+            out.close()
+
+
+def _wait(process, status, captures, stdin_data, timeout_seconds, stdout_cap, while_waiting) -> CommandOutcome:
     tail: deque = deque(maxlen=TAIL_BYTES)
+    (stdout_file, stdout_path), (stderr_file, _stderr_path) = captures
     readers = [
-        threading.Thread(target=_copy_capped, args=(process.stdout, stdout_path, stdout_cap, tail), daemon=True),
-        threading.Thread(target=_copy_capped, args=(process.stderr, run_dir / "stderr.log", stdout_cap, None), daemon=True),
+        threading.Thread(target=_copy_capped, args=(process.stdout, stdout_file, stdout_cap, tail), daemon=True),
+        threading.Thread(target=_copy_capped, args=(process.stderr, stderr_file, stdout_cap, None), daemon=True),
     ]
     if stdin_data is not None:
         readers.append(threading.Thread(target=_feed, args=(process.stdin, stdin_data), daemon=True))

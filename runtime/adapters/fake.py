@@ -32,7 +32,7 @@ from lib.refusals import Refused
 from lib.strict_yaml import load_yaml
 from runtime.models import Run
 
-from .base import CommandOutcome, Execution
+from .base import CommandOutcome, Execution, preparing_run_dir
 from .command import POLL_SECONDS
 from .result import CONTRACT
 
@@ -109,7 +109,8 @@ def run_fake(
     ``timeout_seconds`` the outcome is ``timed_out``, and when ``while_waiting`` returns
     False it is ``aborted``. The contract line is written to ``run_dir/capture_name``.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
+    with preparing_run_dir(run_dir):
+        run_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     deadline = start + timeout_seconds
     done = start + float(scripted.get("seconds", 0))
@@ -123,7 +124,8 @@ def run_fake(
     line.update({key: scripted[key] for key in ("summary", "data") if key in scripted})
     text = json.dumps(line, ensure_ascii=False) + "\n"
     stdout_path = run_dir / capture_name
-    stdout_path.write_text(text)
+    with preparing_run_dir(run_dir):
+        stdout_path.write_text(text)
     return CommandOutcome(scripted.get("exitCode", 0), False, text, str(stdout_path))
 
 

@@ -24,7 +24,7 @@ from django.db import DatabaseError, connection
 
 from lib.refusals import Refused
 from runtime.adapters import ADAPTERS
-from runtime.adapters.base import Execution, RunResult
+from runtime.adapters.base import Execution, RunDirUnwritable, RunResult
 from runtime.adapters.command import terminate_running_commands
 from runtime.adapters.result import result_from_output
 from runtime.clock import database_now
@@ -163,8 +163,11 @@ def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, l
     outcome. All three share the lease renewal (``LeaseKeeper``), the time-out (a failed
     attempt), the stop grace (an interrupted attempt) and the output contract; a run that
     cannot start (missing executable, no agent command, no scripted outcome, unknown
-    adapter) is a finished failure, never retried. ``lease_started`` is the monotonic
-    instant taken before the claim (default: now).
+    adapter) is a finished failure, never retried. A run whose directory cannot be created
+    or written (``runs_dir_unwritable``: a read-only, full or missing runs directory) never
+    started its command: a failed attempt, requeued within its budget, else abandoned —
+    a mutating one too, since nothing ran.
+    ``lease_started`` is the monotonic instant taken before the claim (default: now).
     """
     lease_seconds = settings.FACTORY_LEASE_SECONDS
     lease = LeaseKeeper(
@@ -199,6 +202,15 @@ def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, l
             outcome = adapter(execution)
     except Refused as exc:
         finish(RunResult("FAILED", False, reason=exc.code, summary=exc.detail))
+        return
+    except RunDirUnwritable as exc:
+        # Nothing ran: an ordinary failed attempt, never an interrupted one (docs/design.md §8).
+        reason, detail = exc.code, exc.detail
+        logger.error("run %s: its run directory cannot be written (%s)", run.pk, detail,
+                     extra={"action": reason, "run": run.pk})
+        write_while_held(lambda: fail_attempt(run.pk, reason=reason, now=database_now(), worker=worker,
+                                              detail=detail),
+                         until=lease.held_until, what=f"the failed attempt of run {run.pk}")
         return
     if outcome.aborted or lease.ended:
         _record_abort(run, lease, worker)

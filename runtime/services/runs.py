@@ -223,12 +223,13 @@ def expiry_margin(lease_seconds: int) -> timedelta:
 
 def fail_attempt(
     run_id: int, *, reason: str, now: datetime, expected_status=LEASED_STATUSES, worker: str | None = None,
-    interrupted: bool = False,
+    interrupted: bool = False, detail: str = "",
 ) -> str | None:
     """Count a failed attempt (lease expired, time-out, a stopped worker): requeue within budget,
     else abandon — except that an ``interrupted`` attempt of a mutating definition (its
     command may have done part of its work) makes the run ``interrupted``, for an
-    operator to retry or close (docs/design.md §8).
+    operator to retry or close (docs/design.md §8). ``detail`` (what failed: a path and an
+    OS error) is journaled with the reason and logged.
 
     An abandoned run releases its idempotency key (docs/design.md §7.2). Returns the new
     status (``queued``, ``abandoned`` or ``interrupted``), or None when
@@ -252,6 +253,8 @@ def fail_attempt(
             return None
         action = {RunStatus.QUEUED: "run_requeued", RunStatus.ABANDONED: "run_abandoned"}.get(new_status, "run_interrupted")
         data = {"reason": reason, "attempt": run.attempt, "maxAttempts": run.max_attempts}
+        if detail:
+            data["detail"] = detail
         if new_status == RunStatus.INTERRUPTED:
             data["worker"] = run.worker
         record(action, Actor.SYSTEM, at=now, run=run, data=data)
@@ -259,8 +262,8 @@ def fail_attempt(
             release_idempotency_key(run.proposal, reason="abandoned", now=now)
     log = logger.warning if new_status == RunStatus.QUEUED else logger.error
     log(
-        "run %s attempt %s/%s failed (%s): %s", run.pk, run.attempt, run.max_attempts, reason, new_status,
-        extra={"action": "run_attempt_failed", "run": run.pk},
+        "run %s attempt %s/%s failed (%s%s): %s", run.pk, run.attempt, run.max_attempts, reason,
+        f": {detail}" if detail else "", new_status, extra={"action": "run_attempt_failed", "run": run.pk},
     )
     return new_status
 

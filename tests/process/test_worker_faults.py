@@ -116,3 +116,25 @@ def test_a_terminated_database_connection_is_reopened_and_the_run_goes_on_once(r
     assert len(found) == 1 and found[0]["end"] is not None
     actions = [e["action"] for e in reversed(runtime.listing("journal")) if e["runId"] == run_id]
     assert actions == ["run_queued", "run_claimed", "run_started", "run_succeeded"]
+
+
+def test_an_unwritable_runs_directory_fails_each_attempt_and_the_worker_goes_on(runtime):
+    log = install_probe(runtime, mutating=False, seconds=0, max_attempts=1)
+    queue_probe(runtime)
+    queue_probe(runtime, "probe-2")
+    first, second = sorted(run["id"] for run in runtime.listing("runs"))
+    blocker = runtime.root / "not-a-directory"
+    blocker.write_text("")
+    worker = runtime.start("worker", **FAST, FACTORY_RUNS_DIR=str(blocker / "runs"))
+    wait_for(lambda: all(run_of(runtime, r)["status"] == "abandoned" for r in (first, second)), timeout=30,
+             what="both runs to be abandoned", interval=0.5)
+    assert worker.poll() is None  # the worker lives on
+    for run_id in (first, second):
+        run = run_of(runtime, run_id)
+        assert (run["status"], run["reason"], run["attempt"]) == ("abandoned", "runs_dir_unwritable", 1)
+        actions = [e["action"] for e in reversed(runtime.listing("journal")) if e["runId"] == run_id]
+        assert actions == ["run_queued", "run_claimed", "run_started", "run_abandoned"]
+    assert attempts(log) == []  # no command started
+    code, output = stop(worker, timeout=20)
+    assert code == 0, output
+    assert f"{blocker / 'runs'}/{first}: [Errno 20 ENOTDIR] Not a directory" in output
