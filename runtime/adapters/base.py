@@ -35,7 +35,10 @@ class Execution:
 
 @dataclass(frozen=True)
 class CommandOutcome:
-    """How a command ended: ``exit_code`` (None when killed for its time-out) and its output."""
+    """How a command ended: ``exit_code`` (None when killed for its time-out) and its output.
+
+    ``output_error`` says which capture file could not be written, and why (a full disk):
+    the output was still read to its end, so the command was not held up by it."""
 
     exit_code: int | None
     timed_out: bool
@@ -43,6 +46,7 @@ class CommandOutcome:
     stdout_path: str
     not_found: str = ""
     aborted: bool = False
+    output_error: str = ""
 
 
 def describe_os_error(path, error: OSError) -> str:

@@ -21,7 +21,7 @@ from django.conf import settings
 from lib import command_shim
 from runtime.registry.model import fill_argv
 
-from .base import CommandOutcome, Execution, preparing_run_dir
+from .base import CommandOutcome, Execution, describe_os_error, preparing_run_dir
 
 #: Environment a command sees: no secret. Not the Django secret key, not the database URL
 #: (with its password), not FACTORY_*_SECRET, FACTORY_API_TOKEN or the operator password.
@@ -56,22 +56,42 @@ def minimal_environment(run_id: int, run_dir: Path) -> dict[str, str]:
     return {**command_environment(), "FACTORY_RUN_ID": str(run_id), "FACTORY_RUN_DIR": str(run_dir)}
 
 
-def _copy_capped(stream, out, cap: int, tail: deque | None) -> None:
-    """Copy a pipe to the open file ``out`` up to ``cap`` bytes (noting the truncation), keeping a tail."""
+def _copy_capped(stream, out, path: Path, cap: int, tail: deque | None, errors: list[str]) -> None:
+    """Copy a pipe to ``out`` (the open file ``path``) up to ``cap`` bytes (noting the
+    truncation), keeping a tail, and close both.
+
+    A write that fails (a full disk) is noted in ``errors`` and the pipe is still read to
+    its end — discarded, the tail kept — so the command is never blocked on a full pipe."""
     written = 0
     truncated = False
-    with out:
+    failed = False
+
+    def write(data: bytes) -> None:
+        nonlocal failed
+        try:
+            out.write(data)
+        except OSError as exc:
+            failed = True
+            errors.append(describe_os_error(path, exc))
+
+    try:
         for chunk in iter(lambda: stream.read1(65536), b""):
             if tail is not None:
                 tail.extend(chunk)
             room = cap - written
-            if room > 0:
-                out.write(chunk[:room])
+            if room > 0 and not failed:
+                write(chunk[:room])
                 written += min(room, len(chunk))
             truncated = truncated or len(chunk) > room
-        if truncated:
-            out.write(f"\n[output truncated at {cap} bytes]\n".encode())
-    stream.close()
+        if truncated and not failed:
+            write(f"\n[output truncated at {cap} bytes]\n".encode())
+    finally:
+        try:
+            out.close()
+        except OSError as exc:  # the last buffered bytes, on a full disk
+            if not failed:
+                errors.append(describe_os_error(path, exc))
+        stream.close()
 
 
 def _feed(stream, data: bytes) -> None:
@@ -129,7 +149,9 @@ def run_command(
     get SIGTERM, then SIGKILL after ``KILL_GRACE_SECONDS``.
 
     Raises ``RunDirUnwritable`` before the command starts when ``run_dir`` or its capture
-    files cannot be created (a read-only or missing runs directory).
+    files cannot be created (a read-only or missing runs directory). A capture file that
+    cannot be written later (a full disk) does not stop the command: its output is read
+    to the end and the outcome's ``output_error`` says which file and why.
     """
     stdout_path = run_dir / capture_name
     stderr_path = run_dir / "stderr.log"
@@ -207,10 +229,13 @@ def _close_captures(captures) -> None:
 
 def _wait(process, status, captures, stdin_data, timeout_seconds, stdout_cap, while_waiting) -> CommandOutcome:
     tail: deque = deque(maxlen=TAIL_BYTES)
-    (stdout_file, stdout_path), (stderr_file, _stderr_path) = captures
+    (stdout_file, stdout_path), (stderr_file, stderr_path) = captures
+    errors: list[str] = []
     readers = [
-        threading.Thread(target=_copy_capped, args=(process.stdout, stdout_file, stdout_cap, tail), daemon=True),
-        threading.Thread(target=_copy_capped, args=(process.stderr, stderr_file, stdout_cap, None), daemon=True),
+        threading.Thread(target=_copy_capped, args=(process.stdout, stdout_file, stdout_path, stdout_cap, tail, errors),
+                         daemon=True),
+        threading.Thread(target=_copy_capped, args=(process.stderr, stderr_file, stderr_path, stdout_cap, None, errors),
+                         daemon=True),
     ]
     if stdin_data is not None:
         readers.append(threading.Thread(target=_feed, args=(process.stdin, stdin_data), daemon=True))
@@ -237,7 +262,7 @@ def _wait(process, status, captures, stdin_data, timeout_seconds, stdout_cap, wh
         reader.join(timeout=KILL_GRACE_SECONDS)
     error = status.value("error")
     if error is not None and not (timed_out or aborted):
-        return CommandOutcome(None, False, "", "", not_found=error)
+        return CommandOutcome(None, False, "", "", not_found=error, output_error="; ".join(errors))
     # A shim that died before reporting (the OOM killer, say) answers with its own status.
     exit_code = status.value("exit")
     return CommandOutcome(
@@ -246,6 +271,7 @@ def _wait(process, status, captures, stdin_data, timeout_seconds, stdout_cap, wh
         aborted=aborted,
         stdout_tail=bytes(tail).decode("utf-8", errors="replace"),
         stdout_path=str(stdout_path),
+        output_error="; ".join(errors),
     )
 
 

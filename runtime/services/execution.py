@@ -13,6 +13,7 @@ once and the attempt recorded.
 """
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -166,7 +167,9 @@ def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, l
     adapter) is a finished failure, never retried. A run whose directory cannot be created
     or written (``runs_dir_unwritable``: a read-only, full or missing runs directory) never
     started its command: a failed attempt, requeued within its budget, else abandoned —
-    a mutating one too, since nothing ran.
+    a mutating one too, since nothing ran. A capture file that could not be written while
+    the command ran (a full disk) leaves the result as the command said, with reason
+    ``output_unwritable`` when it has none of its own and ``outputError`` journaled.
     ``lease_started`` is the monotonic instant taken before the claim (default: now).
     """
     lease_seconds = settings.FACTORY_LEASE_SECONDS
@@ -212,6 +215,9 @@ def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, l
                                               detail=detail),
                          until=lease.held_until, what=f"the failed attempt of run {run.pk}")
         return
+    if outcome.output_error:
+        logger.error("run %s: its output could not be written (%s); read to the end and discarded",
+                     run.pk, outcome.output_error, extra={"action": "output_unwritable", "run": run.pk})
     if outcome.aborted or lease.ended:
         _record_abort(run, lease, worker)
         return
@@ -219,7 +225,7 @@ def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, l
         # A command killed at its time-out may have done part of its work, like a stopped one:
         # a mutating run waits as interrupted for an operator (docs/design.md §8).
         write_while_held(lambda: fail_attempt(run.pk, reason="timeout", now=database_now(), worker=worker,
-                                              interrupted=True),
+                                              interrupted=True, detail=outcome.output_error),
                          until=lease.held_until, what=f"the time-out of run {run.pk}")
         return
     if outcome.not_found:
@@ -233,6 +239,9 @@ def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, l
             output_schema=definition.output_schema if definition else None,
             stdout_path=outcome.stdout_path,
         )
+    if outcome.output_error:
+        result = dataclasses.replace(result, reason=result.reason or "output_unwritable",
+                                     extra={**result.extra, "outputError": outcome.output_error})
     finish(result)
 
 

@@ -1,11 +1,14 @@
-"""A runs directory that cannot be written (docs/design.md §8, docs/operations.md).
+"""A runs directory that cannot be written, or a full disk (docs/design.md §8, docs/operations.md).
 
 A run whose directory cannot be created or written never starts its command: the attempt
 fails at once with reason ``runs_dir_unwritable`` (requeued within its budget, else
-abandoned — a mutating run too, since nothing ran) and the worker goes on.
+abandoned — a mutating run too, since nothing ran) and the worker goes on. A capture file
+that fails mid-run (ENOSPC) is read to its end and discarded: the command is never held
+up to its time-out, and the run says ``output_unwritable``.
 """
 
 import errno
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +124,38 @@ def test_the_builtin_adapter_fails_the_attempt_when_its_directory_cannot_be_made
         "reason": "runs_dir_unwritable", "attempt": 1, "maxAttempts": 1,
         "detail": f"{runs_under_a_file / 'runs' / str(run.pk)}: [Errno 20 ENOTDIR] Not a directory",
     }
+
+
+class FillsUp:
+    """A capture file on a disk that is full after ``room`` bytes."""
+
+    def __init__(self, file, room):
+        self.file, self.room = file, room
+
+    def write(self, data):
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return self.file.write(data)
+
+    def close(self):
+        self.file.close()
+
+
+def test_a_full_disk_does_not_hold_a_command_to_its_time_out(registry_files, monkeypatch, settings):
+    settings.FACTORY_STDOUT_CAP_BYTES = 8 * 1024 * 1024
+    opening_captures(monkeypatch, settings, lambda path, real_open: FillsUp(real_open(), 100_000))
+    script = f"import sys; [sys.stdout.write('y' * 99 + '\\n') for _ in range(20_000)]; print({CONTRACT_LINE!r})"
+    run = queue(registry_files, script, timeout=20, attempts=1, mutating=False)
+    started = time.monotonic()
+    assert work_one(worker="w1")
+    elapsed = time.monotonic() - started
+    run.refresh_from_db()
+    assert elapsed < 10, elapsed
+    assert (run.status, run.outcome, run.reason, run.attempt, run.exit_code) == (
+        "succeeded", "DONE", "output_unwritable", 1, 0,
+    )
+    data = journaled(run, "run_succeeded")
+    assert data["outputError"] == f"{run.stdout_path}: [Errno 28 ENOSPC] No space left on device"
+    assert actions(run) == ["run_queued", "run_claimed", "run_started", "run_succeeded"]
+    assert Path(run.stdout_path).stat().st_size <= 100_000
