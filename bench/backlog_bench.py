@@ -32,8 +32,6 @@ The goal (issue 12, item 4): every due tick admitted within 1 s of the slot star
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -116,16 +114,6 @@ def top_up(backlog: int, left: int, rate: float, seconds_to_start: float) -> int
     return max(0, round(backlog + drained) - left)
 
 
-def build_registry(root: Path, loops: int) -> tuple[Path, Path]:
-    registry_dir, config_dir = root / "registry", root / "config"
-    shutil.copytree(bench_env.BASE_DIR / "registry", registry_dir)
-    config_dir.mkdir()
-    schedules = json.loads((registry_dir / "schedules.json").read_text())
-    template = {**schedules["reaper"], "every": "1m", "enabled": True}
-    (registry_dir / "schedules.json").write_text(json.dumps({f"b-{i:05d}": template for i in range(loops)}))
-    return registry_dir, config_dir
-
-
 class Backlog:
     """Backlog events admitted through the inject door, numbered on from 0."""
 
@@ -175,17 +163,12 @@ def one(args: argparse.Namespace) -> dict:
     """One database: start runserve, wait for the first slot, build the backlog, watch slot S."""
     from_url = args.database_url if args.one == "postgresql" else None
     root = bench_env.make_root("backlog-bench-")
-    registry_dir, config_dir = build_registry(root, args.loops)
-    url = bench_env.prepare_database(from_url, root)
-    env = serve_env.runtime_env(root, url, registry_dir, config_dir)
-    bench_env.setup_django({k: v for k, v in env.items() if k.startswith(("FACTORY_", "DATABASE_"))})
-    from django.db import connection
+    registry_dir, config_dir = serve_env.watched_reaper_registry(root, args.loops, "1m", "b")
+    env, version = serve_env.prepare_runtime(root, from_url, registry_dir, config_dir)
     from django.db.models import Max, Min
 
     from runtime.models import Door, Event
 
-    version = bench_env.database_version()
-    connection.close()
     ticks = Event.objects.filter(door=Door.SCHEDULE)
     with open(root / "runserve.log", "w") as log:
         server = serve_env.start_runserve(env, port=serve_env.free_port(), log=log, run_workers=0)
@@ -301,10 +284,7 @@ def main() -> None:
         ]
         if args.database_url:
             argv += ["--database-url", args.database_url]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT + 300)
-        if out.returncode != 0:
-            raise SystemExit(f"{database}: exit {out.returncode}\n{out.stderr[-3000:]}")
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        results.append(bench_env.run_child(argv, timeout=START_TIMEOUT + 300, what=database))
     print(bench_env.table(HEADERS, rows(results)))
     print(bench_env.machine_line(", ".join(r["database"] for r in results)))
     bench_env.drop_database(args.database_url)

@@ -9,6 +9,7 @@ a database you want to keep).
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -94,6 +95,15 @@ def database_version() -> str:
 def machine_line(database: str) -> str:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return f"machine: nproc {os.cpu_count()}, load average {load}, database {database}, Python {sys.version.split()[0]}"
+
+
+def run_child(argv: list[str], *, timeout: float, what: str) -> dict:
+    """Run a bench's child process (``argv``) and return the JSON object its last line of
+    output prints; SystemExit naming ``what``, with the end of its stderr, when it fails."""
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise SystemExit(f"{what}: exit {out.returncode}\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def table(headers: list[str], rows: list[list]) -> str:

@@ -31,7 +31,6 @@ then SIGKILL after 30 s) on every exit path, Ctrl-C included; every wait is boun
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -206,13 +205,7 @@ def one(args: argparse.Namespace) -> dict:
     """One process count, on a fresh database: both phases' figures."""
     root = bench_env.make_root("claims-bench-")
     registry_dir, config_dir = build_registry(root, args.adapter)
-    url = bench_env.prepare_database(args.database_url, root)
-    env = serve_env.runtime_env(root, url, registry_dir, config_dir)
-    bench_env.setup_django({k: v for k, v in env.items() if k.startswith(("FACTORY_", "DATABASE_"))})
-    from django.db import connection
-
-    version = bench_env.database_version()
-    connection.close()
+    env, version = serve_env.prepare_runtime(root, args.database_url, registry_dir, config_dir)
     children = []
     with open(root / "runserve.log", "w") as log:
         try:
@@ -308,10 +301,7 @@ def main() -> None:
             "--adapter",
             args.adapter,
         ]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT + 3 * PHASE_TIMEOUT)
-        if out.returncode != 0:
-            raise SystemExit(f"{processes} processes: exit {out.returncode}\n{out.stderr[-3000:]}")
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        results.append(bench_env.run_child(argv, timeout=START_TIMEOUT + 3 * PHASE_TIMEOUT, what=f"{processes} processes"))
     print(bench_env.table(HEADERS, rows(results)))
     print(bench_env.machine_line(", ".join(sorted({r["database"] for r in results}))))
 

@@ -27,9 +27,7 @@ events an iteration without bound and loops late in name order ticked 4–12 s l
 
 import argparse
 import json
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -60,16 +58,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.no_sqlite and not args.database_url:
         parser.error("--no-sqlite needs --database-url")
     return args
-
-
-def build_registry(root: Path, loops: int, every: int) -> tuple[Path, Path]:
-    registry_dir, config_dir = root / "registry", root / "config"
-    shutil.copytree(bench_env.BASE_DIR / "registry", registry_dir)
-    config_dir.mkdir()
-    schedules = json.loads((registry_dir / "schedules.json").read_text())
-    template = {**schedules["reaper"], "every": f"{every}s", "enabled": True}
-    (registry_dir / "schedules.json").write_text(json.dumps({f"o-{i:05d}": template for i in range(loops)}))
-    return registry_dir, config_dir
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -103,16 +91,10 @@ def one(args: argparse.Namespace) -> dict:
     """One database: start runserve, wait for the first slot, watch the window, read its ticks."""
     from_url = args.database_url if args.one == "postgresql" else None
     root = bench_env.make_root("overload-bench-")
-    registry_dir, config_dir = build_registry(root, args.loops, args.every)
-    url = bench_env.prepare_database(from_url, root)
-    env = serve_env.runtime_env(root, url, registry_dir, config_dir)
-    bench_env.setup_django({k: v for k, v in env.items() if k.startswith(("FACTORY_", "DATABASE_"))})
-    from django.db import connection
-
+    registry_dir, config_dir = serve_env.watched_reaper_registry(root, args.loops, f"{args.every}s", "o")
+    env, version = serve_env.prepare_runtime(root, from_url, registry_dir, config_dir)
     from runtime.models import Door, Event
 
-    version = bench_env.database_version()
-    connection.close()
     ticks = Event.objects.filter(door=Door.SCHEDULE)
     with open(root / "runserve.log", "w") as log:
         server = serve_env.start_runserve(env, port=serve_env.free_port(), log=log, run_workers=0)
@@ -170,10 +152,7 @@ def main() -> None:
                 "--seconds", str(args.seconds)]
         if args.database_url:
             argv += ["--database-url", args.database_url]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT + args.seconds + 300)
-        if out.returncode != 0:
-            raise SystemExit(f"{database}: exit {out.returncode}\n{out.stderr[-3000:]}")
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        results.append(bench_env.run_child(argv, timeout=START_TIMEOUT + args.seconds + 300, what=database))
     print(bench_env.table(HEADERS, rows(results)))
     print(bench_env.machine_line(", ".join(r["database"] for r in results)))
     bench_env.drop_database(args.database_url)

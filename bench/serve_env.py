@@ -6,7 +6,9 @@ stop reaches its gunicorn, slot loop and run workers too, and dies with the benc
 (``lib.processes.die_with_parent``) even when the benchmark is killed.
 """
 
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -41,6 +43,33 @@ def runtime_env(root: Path, database_url: str, registry_dir: Path, config_dir: P
         "FACTORY_OPERATOR_PASSWORD": "bench-operator-pass",
         "FACTORY_LOG_LEVEL": bench_env.LOG_LEVEL,
     }
+
+
+def watched_reaper_registry(root: Path, loops: int, every: str, prefix: str) -> tuple[Path, Path]:
+    """A copy of the kernel registry whose ``schedules.json`` holds ``loops`` enabled watched
+    copies of ``reaper`` every ``every`` (``"1m"``, ``"5s"``), named ``<prefix>-00000``…, and
+    an empty config directory: each tick is planned into a proposal."""
+    registry_dir, config_dir = root / "registry", root / "config"
+    shutil.copytree(bench_env.BASE_DIR / "registry", registry_dir)
+    config_dir.mkdir()
+    schedules = json.loads((registry_dir / "schedules.json").read_text())
+    template = {**schedules["reaper"], "every": every, "enabled": True}
+    (registry_dir / "schedules.json").write_text(json.dumps({f"{prefix}-{i:05d}": template for i in range(loops)}))
+    return registry_dir, config_dir
+
+
+def prepare_runtime(root: Path, database_url: str | None, registry_dir: Path, config_dir: Path) -> tuple[dict, str]:
+    """Make the bench's database (``bench_env.prepare_database``), set this process's Django up
+    on it and that registry, and close its connection before any ``runserve`` starts.
+    Returns the ``runserve`` environment (``runtime_env``) and the database's version."""
+    url = bench_env.prepare_database(database_url, root)
+    env = runtime_env(root, url, registry_dir, config_dir)
+    bench_env.setup_django({k: v for k, v in env.items() if k.startswith(("FACTORY_", "DATABASE_"))})
+    from django.db import connection
+
+    version = bench_env.database_version()
+    connection.close()
+    return env, version
 
 
 def _own_group_dying_with_parent() -> None:
