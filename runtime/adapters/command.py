@@ -155,14 +155,12 @@ def run_command(
     """
     stdout_path = run_dir / capture_name
     stderr_path = run_dir / "stderr.log"
-    with preparing_run_dir(run_dir):
+    with preparing_run_dir(run_dir), contextlib.ExitStack() as opening:
         run_dir.mkdir(parents=True, exist_ok=True)
         stdout_file = stdout_path.open("wb")
-        try:
-            stderr_file = stderr_path.open("wb")
-        except BaseException:
-            stdout_file.close()
-            raise
+        opening.callback(stdout_file.close)
+        stderr_file = stderr_path.open("wb")
+        opening.pop_all()  # both open: from here the reader threads close them
     captures = [(stdout_file, stdout_path), (stderr_file, stderr_path)]
     try:
         status_read, status_write = os.pipe()

@@ -208,9 +208,8 @@ def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, l
         return
     except RunDirUnwritable as exc:
         # Nothing ran: an ordinary failed attempt, never an interrupted one (docs/design.md §8).
+        # fail_attempt logs the reason with its detail (the path and the OS error).
         reason, detail = exc.code, exc.detail
-        logger.error("run %s: its run directory cannot be written (%s)", run.pk, detail,
-                     extra={"action": reason, "run": run.pk})
         write_while_held(lambda: fail_attempt(run.pk, reason=reason, now=database_now(), worker=worker,
                                               detail=detail),
                          until=lease.held_until, what=f"the failed attempt of run {run.pk}")
