@@ -31,9 +31,6 @@ SLOTS = 64
 #: The longest a new connection waits for a less busy worker to take it, in seconds.
 ACCEPT_WAIT_SECONDS = 0.05
 
-#: How long a worker whose wait ran out then accepts without waiting, in seconds.
-ACCEPT_FREE_SECONDS = 1.0
-
 #: How long a worker leaves its listening sockets alone before it looks again, in seconds.
 ACCEPT_PAUSE_SECONDS = 0.002
 
@@ -91,31 +88,23 @@ class AcceptTurn:
     ``decide(mine, fewest_elsewhere, now)`` → ``True`` to accept. A worker holding more
     connections than ``fewest_elsewhere`` leaves the connection alone, for at most
     ``ACCEPT_WAIT_SECONDS`` counted from the first time it did so in a row: pauses more than
-    ``5 × ACCEPT_PAUSE_SECONDS`` apart start a new wait. When a wait runs out — nobody took
-    the connection, so the others are busy or stuck — it accepts without waiting for the next
-    ``ACCEPT_FREE_SECONDS``: a burst of new connections beside a stuck worker is not
-    served one per wait. ``now``: monotonic seconds.
+    ``5 × ACCEPT_PAUSE_SECONDS`` apart start a new wait. ``now``: monotonic seconds.
     """
 
-    def __init__(self, wait_seconds: float = ACCEPT_WAIT_SECONDS, pause_seconds: float = ACCEPT_PAUSE_SECONDS,
-                 free_seconds: float = ACCEPT_FREE_SECONDS):
+    def __init__(self, wait_seconds: float = ACCEPT_WAIT_SECONDS, pause_seconds: float = ACCEPT_PAUSE_SECONDS):
         self.wait_seconds = wait_seconds
         self.pause_seconds = pause_seconds
-        self.free_seconds = free_seconds
         self._waiting_since: float | None = None
         self._last_pause: float | None = None
-        self._free_until: float | None = None
 
     def decide(self, mine: int, fewest_elsewhere: int | None, now: float) -> bool:
         if fewest_elsewhere is None or mine <= fewest_elsewhere:
             self._waiting_since = None
             return True
-        if self._free_until is not None and now < self._free_until:
-            return True
         if self._waiting_since is None or now - self._last_pause > 5 * self.pause_seconds:
             self._waiting_since = now
         if now - self._waiting_since >= self.wait_seconds:
-            self._waiting_since, self._free_until = None, now + self.free_seconds
+            self._waiting_since = None
             return True
         self._last_pause = now
         return False
