@@ -9,7 +9,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .keys import KeyTemplateError, parse_key_template
-from .model import APPROVALS, CLOSED_PLACEHOLDERS, PLACEHOLDER, Definition, Edge, EdgeEmit, EventType
+from .model import (
+    APPROVALS,
+    CLOSED_PLACEHOLDERS,
+    PLACEHOLDER,
+    Definition,
+    Edge,
+    EdgeEmit,
+    EventType,
+    preview_template,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -20,6 +29,8 @@ ADAPTERS = ("command", "agent", "fake", "builtin")
 #: The reports the ``builtin`` adapter runs inside the worker (docs/design.md §8).
 BUILTINS = ("health",)
 OUTPUT_CONTRACTS = ("factory.command-result/v1",)
+#: A preview's time-out when its definition names none, in seconds (never above the definition's own).
+PREVIEW_TIMEOUT_SECONDS = 60
 
 
 def read_definitions(load: Load) -> dict[str, Definition]:
@@ -41,6 +52,7 @@ def read_definitions(load: Load) -> dict[str, Definition]:
             load.error(path, ref, "definition_name_mismatch", f"the file of {ref} must be named {ref}.json")
             continue
         check_definition(load, path, ref, data)
+        check_preview(load, path, ref, data)
         input_schema = load.load_schema_file(data["inputSchema"], path, ref) if "inputSchema" in data else None
         if "idempotencyKey" in data and (input_schema is not None or "inputSchema" not in data):
             check_key_template(load, path, ref, data["idempotencyKey"], input_schema)
@@ -61,8 +73,54 @@ def read_definitions(load: Load) -> dict[str, Definition]:
             idempotency_key=data.get("idempotencyKey"),
             release_key_on=tuple(data.get("releaseKeyOn", ())),
             barrier=data.get("barrier"),
+            description=data.get("description", ""),
+            preview_drop=tuple(data["preview"].get("drop", ())) if "preview" in data else None,
+            preview_add=tuple(data["preview"].get("add", ())) if "preview" in data else (),
+            preview_timeout_seconds=(
+                data.get("previewTimeoutSeconds", min(PREVIEW_TIMEOUT_SECONDS, data["timeoutSeconds"]))
+                if "preview" in data else None
+            ),
         )
     return result
+
+
+def check_preview(load: Load, path: Path, ref: str, data: dict) -> None:
+    """A preview is the definition's own command with declared flags dropped and/or added,
+    never a separate command (docs/design.md §4, Previews). Rules:
+    ``preview_not_allowed`` (a preview, or ``previewTimeoutSeconds``, on anything but a
+    mutating ``command`` definition, or a time-out without a preview), ``preview_not_a_flag``
+    (an item that does not begin with ``-``, or is ``-``/``--``), ``preview_flag_missing``
+    (a flag to drop that the command lacks), ``preview_flag_placeholder`` (an added flag
+    that holds a placeholder: the preview's argv is as closed as the command's),
+    ``preview_same_as_command`` (the derived argv equals the command: the "preview" would
+    act) and ``preview_timeout_too_long`` (above ``timeoutSeconds``)."""
+    if "preview" not in data:
+        if "previewTimeoutSeconds" in data:
+            load.error(path, ref, "preview_not_allowed", "previewTimeoutSeconds without a preview to time")
+        return
+    if data["adapter"] != "command" or not data["mutating"] or "command" not in data:
+        load.error(path, ref, "preview_not_allowed",
+                   "a preview is the dry run of a mutating command: only an adapter command definition "
+                   "with mutating: true may declare one")
+        return
+    command, drop, add = data["command"], data["preview"].get("drop", []), data["preview"].get("add", [])
+    for flag in [*drop, *add]:
+        if not flag.startswith("-") or flag in ("-", "--"):
+            load.error(path, ref, "preview_not_a_flag", f"{flag!r} is not a flag: a preview drops or adds flags only")
+    for flag in drop:
+        if flag not in command:
+            load.error(path, ref, "preview_flag_missing", f"the preview drops {flag!r}, which the command lacks")
+    for flag in add:
+        if PLACEHOLDER.search(flag):
+            load.error(path, ref, "preview_flag_placeholder",
+                       f"the preview adds {flag!r}, a placeholder: an added flag is literal text")
+    if preview_template(command, tuple(drop), tuple(add)) == list(command):
+        load.error(path, ref, "preview_same_as_command",
+                   "the preview's argv equals the command: it would do what the run does")
+    timeout = data.get("previewTimeoutSeconds")
+    if timeout is not None and timeout > data["timeoutSeconds"]:
+        load.error(path, ref, "preview_timeout_too_long",
+                   f"previewTimeoutSeconds {timeout} is above the definition's timeoutSeconds {data['timeoutSeconds']}")
 
 
 def check_key_template(load: Load, path: Path, ref: str, template: str, input_schema: dict | None) -> None:

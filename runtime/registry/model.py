@@ -22,6 +22,12 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)?)\}")
 
 
 
+def preview_template(argv: list[str] | tuple[str, ...], drop: tuple[str, ...], add: tuple[str, ...]) -> list[str]:
+    """A command's dry run derived from the command itself: ``argv`` without every element
+    equal to a flag in ``drop``, then the flags of ``add`` (docs/design.md §4, Previews). Pure."""
+    return [arg for arg in argv if arg not in drop] + list(add)
+
+
 def fill_argv(template: list[str], values: dict[str, str]) -> list[str]:
     """``template`` with each placeholder named in ``values`` replaced, in one pass over the
     template: a value is never searched for placeholders, so a payload value holding the
@@ -102,6 +108,18 @@ class Definition:
     release_key_on: tuple[str, ...] = ()
     #: The global barrier its runs hold while claimed or running, or None (DESIGN §8).
     barrier: str | None = None
+    #: What the definition does, in plain words, for the person approving it.
+    description: str = ""
+    #: A mutating command's preview: the flags its dry run drops from and adds to its own
+    #: command (``preview_template``), or None when it declares none (docs/design.md §4, Previews).
+    preview_drop: tuple[str, ...] | None = None
+    preview_add: tuple[str, ...] = ()
+    #: How long a preview may take, in seconds; None without a preview.
+    preview_timeout_seconds: int | None = None
+
+    @property
+    def has_preview(self) -> bool:
+        return self.preview_drop is not None
 
     @property
     def ref(self) -> str:

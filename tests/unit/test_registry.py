@@ -102,7 +102,8 @@ def test_a_mutating_command_must_be_a_closed_template(registry_files):
 
 
 def test_a_scheduled_agent_needs_allow_scheduled(registry_files):
-    registry_files.update("definitions/reaper@1.json", lambda d: (d.__setitem__("adapter", "agent"), d.pop("command")))
+    registry_files.update("definitions/reaper@1.json", lambda d: (
+        d.__setitem__("adapter", "agent"), d.pop("command"), d.pop("preview"), d.pop("previewTimeoutSeconds")))
     assert errors(registry_files) == [
         "registry/schedules.json: reaper: agent_not_schedulable: reaper@1 is an agent without allowScheduled: true (spec §7)"
     ]
