@@ -244,6 +244,11 @@ FACTORY_PILEUP_THRESHOLD = env.int("FACTORY_PILEUP_THRESHOLD", default=3)
 FACTORY_LEASE_SECONDS = env.int("FACTORY_LEASE_SECONDS", default=60)
 FACTORY_STOP_GRACE_SECONDS = env.int("FACTORY_STOP_GRACE_SECONDS", default=20)
 FACTORY_STDOUT_CAP_BYTES = env.int("FACTORY_STDOUT_CAP_BYTES", default=1024 * 1024)
+#: How many previews planning lets wait at once; beyond, a proposal is "not previewed" until
+#: a person asks (docs/design.md §8, Previews).
+FACTORY_PREVIEW_QUEUE = env.int("FACTORY_PREVIEW_QUEUE", default=50)
+#: A preview older than this many seconds is called stale on the confirmation page, which offers to preview again.
+FACTORY_PREVIEW_MAX_AGE_SECONDS = env.int("FACTORY_PREVIEW_MAX_AGE_SECONDS", default=900)
 #: How long a request's head and body may take to arrive, in seconds, before gunicorn drops
 #: it (docs/design.md §10: a slow client cannot hold a thread).
 FACTORY_HTTP_READ_SECONDS = env.float("FACTORY_HTTP_READ_SECONDS", default=5.0)

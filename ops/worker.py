@@ -3,6 +3,10 @@
 A stop (SIGTERM, Ctrl-C, the supervisor's death) lets the current run finish within
 ``FACTORY_STOP_GRACE_SECONDS``; past it the run's command is killed and the attempt
 recorded as interrupted (``runtime.services.execution``). The worker then exits.
+
+Each worker also has a preview thread (``run_previews``): previews run beside runs, one
+at a time, so a preview never delays a run and a single worker still previews (docs/design.md
+§8, Previews). A stop kills a running preview's command at once: a preview is advice.
 """
 
 import logging
@@ -10,9 +14,10 @@ import os
 import socket
 import threading
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from runtime.services.execution import work_one
+from runtime.services.preview_execution import preview_one
 
 logger = logging.getLogger(__name__)
 
@@ -26,18 +31,40 @@ def worker_name() -> str:
 
 
 def run_worker(*, stop: threading.Event, once: bool = False) -> None:
-    """Work until ``stop`` is set (or, with ``once``, until the queue is empty)."""
+    """Work until ``stop`` is set (or, with ``once``, until the queue is empty, then until no
+    preview waits), with a preview thread beside the runs unless ``once``."""
     name = worker_name()
     logger.info("worker %s started", name, extra={"action": "worker_started"})
+    previews = None
+    if not once:
+        previews = threading.Thread(target=run_previews, kwargs={"stop": stop}, name="previews", daemon=True)
+        previews.start()
+    _loop(work_one, name=name, stop=stop, once=once, what="worker")
+    if once:
+        _loop(preview_one, name=name, stop=stop, once=True, what="preview")
+    if previews is not None:
+        previews.join()
+    logger.info("worker %s stopped", name, extra={"action": "worker_stopped"})
+
+
+def run_previews(*, stop: threading.Event) -> None:
+    """The preview thread: ``preview_one`` until ``stop`` is set, with its own connection."""
+    try:
+        _loop(preview_one, name=worker_name(), stop=stop, once=False, what="preview")
+    finally:
+        connections.close_all()
+
+
+def _loop(step, *, name: str, stop: threading.Event, once: bool, what: str) -> None:
+    """Call ``step(worker=name, stop=stop)`` until ``stop`` (or, with ``once``, until it did nothing)."""
     while not stop.is_set():
         close_old_connections()
         try:
-            did_work = work_one(worker=name, stop=stop)
+            did_work = step(worker=name, stop=stop)
         except DatabaseError:
-            logger.exception("worker iteration failed; retrying", extra={"action": "worker_error"})
+            logger.exception("%s iteration failed; retrying", what, extra={"action": f"{what}_error"})
             did_work = False
         if once and not did_work:
             break
         if not did_work:
             stop.wait(IDLE_SLEEP_SECONDS)
-    logger.info("worker %s stopped", name, extra={"action": "worker_stopped"})

@@ -46,6 +46,8 @@ KNOB_MINIMUMS = {
     "FACTORY_STOP_GRACE_SECONDS": (0, "how long a stopping worker lets its current run go on"),
     "FACTORY_STDOUT_CAP_BYTES": (1024, "a run's result line must fit in its captured output"),
     "FACTORY_HTTP_READ_SECONDS": (1, "a request must have time to arrive; only slow clients should run out of it"),
+    "FACTORY_PREVIEW_QUEUE": (0, "a count of waiting previews (0: previews only when a person asks)"),
+    "FACTORY_PREVIEW_MAX_AGE_SECONDS": (1, "the age past which a preview is called stale"),
 }
 
 

@@ -394,3 +394,7 @@ class OutboxEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_uid} ({self.status})"
+
+
+# Defined beside the proposal it belongs to; imported here so that Django finds it.
+from .preview_model import Preview, PreviewStatus  # noqa: E402, F401

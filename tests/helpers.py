@@ -93,3 +93,8 @@ def nightly_overlay(entry: str, name: str = "nightly") -> str:
         "schedules:\n  heartbeat:\n    enabled: false\n"
         f"  {name}:\n    eventType: clock.tick.heartbeat\n    singleton: true\n    enabled: true\n{entry}"
     )
+
+
+#: What an approval journals of a reaper proposal's preview that no preview thread has run yet
+#: (``Preview.seen``): the reaper declares a preview, and the tests' runtime runs no worker.
+PREVIEW_WAITING = {"status": "pending", "reason": "", "outcome": "", "summary": "", "finishedAt": None}

@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 
 from lib.refusals import Refused
 from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run, RunStatus
+from runtime.preview_model import Preview
 
 from .idempotency import release_idempotency_key
 from .journal import record
@@ -99,6 +100,9 @@ def approve_proposal(
             if not updated:
                 raise ApprovalRefused("not_pending", f"proposal {proposal_id} is {proposal.status}, not pending")
             data = _decision_data(via, os_user, note, token_label)
+            preview = Preview.objects.filter(proposal_id=proposal_id).first()
+            if preview is not None:
+                data["preview"] = preview.seen()
             record(
                 "proposal_approved", Actor.OPERATOR, at=now, actor_name=user.get_username(),
                 event=proposal.event, proposal=proposal, data=data,

@@ -40,6 +40,7 @@ from runtime.registry.model import PLACEHOLDER, fill_argv
 from .bulk_rows import one_of
 from .idempotency import KEY_MAX_LENGTH, idempotency_key, key_held
 from .journal import entry, entry_values, record_values
+from .previews import queue_previews
 from .runs import queue_run
 
 logger = logging.getLogger(__name__)
@@ -412,6 +413,8 @@ def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
             proposal.save(force_insert=True)
             record_values([proposal_entry(event, decision, proposal_id=proposal.pk, now=now)])
             run = queue_run(proposal, actor=DOOR_ACTOR[Door(event.door)], approved_by=None, now=now) if auto else None
+            if not auto:
+                queue_previews([(proposal.pk, proposal.loop, proposal.loop_key, proposal.plan)], registry=registry, now=now)
     except IntegrityError:
         # A run of this singleton loop, or a proposal of this key, was queued between the checks above and here.
         if decision.single and _in_flight(decision.single):

@@ -46,6 +46,7 @@ from .planning import (
     proposal_fields,
     singletons_in_flight,
 )
+from .previews import queue_previews
 from .runs import run_fields, run_queued_entry
 
 logger = logging.getLogger(__name__)
@@ -172,6 +173,8 @@ def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> No
         for event, decision in proposing if decision.outcome == PlanningOutcome.APPROVED
     }
     run_ids = insert_rows(Run, list(runs.values()), key="proposal_id")
+    queue_previews([(proposal_ids[pk], fields["loop"], fields["loop_key"], fields["plan"])
+                    for pk, fields in proposals.items() if pk not in runs], registry=registry, now=now)
     entries = []
     for event, decision in decided:
         if not decision.proposes:

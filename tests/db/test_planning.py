@@ -10,7 +10,7 @@ from runtime.services.admission import admit_event
 from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
 from runtime.services.planning import plan_pending
 from tests.conftest import at
-from tests.helpers import finish_active_runs, tick
+from tests.helpers import PREVIEW_WAITING, finish_active_runs, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +52,7 @@ def test_a_watched_loop_proposes_once_per_slot_and_runs_nothing_until_approved(r
     approved = Proposal.objects.get(pk=proposals[2].pk)
     assert (approved.actor, approved.decided_by, approved.decided_at) == ("operator", approver, at("2026-11-30T23:05:00Z"))
     entry = JournalEntry.objects.get(action="proposal_approved")
-    assert (entry.actor, entry.actor_name, entry.data) == ("operator", "alice", {"via": "admin"})
+    assert (entry.actor, entry.actor_name, entry.data) == ("operator", "alice", {"via": "admin", "preview": PREVIEW_WAITING})
     assert JournalEntry.objects.filter(action="proposal_superseded").count() == 2
 
 

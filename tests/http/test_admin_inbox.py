@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from runtime.models import JournalEntry, Proposal, Run
-from tests.helpers import tick
+from tests.helpers import PREVIEW_WAITING, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +44,7 @@ def test_approving_in_the_admin_shows_what_will_run_then_records_the_operator(cl
     run = Run.objects.get()
     assert (run.proposal_id, run.actor, run.approved_by.username) == (target.pk, "operator", "alice")
     entry = JournalEntry.objects.get(action="proposal_approved")
-    assert (entry.actor, entry.actor_name, entry.data) == ("operator", "alice", {"via": "admin"})
+    assert (entry.actor, entry.actor_name, entry.data) == ("operator", "alice", {"via": "admin", "preview": PREVIEW_WAITING})
     assert Proposal.objects.get(pk=proposals[0].pk).status == "superseded"
 
 

@@ -13,7 +13,7 @@ from runtime.models import Event, JournalEntry, Proposal, Run
 from runtime.services.approval import approve_proposal
 from runtime.services.runs import claim_next_run, fail_attempt, finish_run, start_run
 from tests.conftest import SHA, at
-from tests.helpers import inject, step, tick
+from tests.helpers import PREVIEW_WAITING, inject, step, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +62,7 @@ def test_approving_from_the_page_confirms_in_words_then_records_the_note_and_sup
     assert (done.status_code, done["Location"]) == (302, reverse("admin:runtime_proposal_change", args=[newer.pk]))
     entry = JournalEntry.objects.get(action="proposal_approved")
     assert (entry.actor, entry.actor_name, entry.data) == (
-        "operator", "alice", {"via": "admin", "note": "reaped by hand before"}
+        "operator", "alice", {"via": "admin", "note": "reaped by hand before", "preview": PREVIEW_WAITING}
     )
     assert list(Proposal.objects.order_by("id").values_list("status", "note")) == [
         ("superseded", f"superseded by proposal {newer.pk}"), ("approved", "reaped by hand before"),

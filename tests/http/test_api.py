@@ -15,7 +15,7 @@ from runtime.models import Event, JournalEntry, Proposal, Run
 from runtime.services.approval import approve_proposal
 from runtime.services.runs import claim_next_run, fail_attempt, start_run
 from tests.conftest import at
-from tests.helpers import tick
+from tests.helpers import PREVIEW_WAITING, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -182,7 +182,7 @@ def test_approving_with_a_persons_token_records_the_operator_via_api_and_the_lab
     assert (run.actor, run.approved_by.username, run.proposal.note) == ("operator", "alice", "looks right")
     entry = JournalEntry.objects.get(action="proposal_approved")
     assert (entry.actor, entry.actor_name, entry.data) == (
-        "operator", "alice", {"via": "api", "tokenLabel": "phone", "note": "looks right"})
+        "operator", "alice", {"via": "api", "tokenLabel": "phone", "note": "looks right", "preview": PREVIEW_WAITING})
     assert Proposal.objects.get(pk=proposals[0].pk).status == "superseded"
 
 
@@ -203,7 +203,7 @@ def test_a_session_decides_with_its_csrf_token(proposals, approver):
     csrf = client.cookies["csrftoken"].value
     done = post(f"/api/proposals/{proposals[1].pk}/approve", client=client, HTTP_X_CSRFTOKEN=csrf)
     assert done.status_code == 200
-    assert JournalEntry.objects.get(action="proposal_approved").data == {"via": "api"}
+    assert JournalEntry.objects.get(action="proposal_approved").data == {"via": "api", "preview": PREVIEW_WAITING}
 
 
 def test_the_shared_token_never_decides(proposals):
