@@ -13,8 +13,8 @@ The rules that keep previews advice and never a gate:
 - at most ``FACTORY_PREVIEW_QUEUE`` previews asked for by planning wait at once; beyond it
   a proposal has no preview row and reads "not previewed: N waiting" until a person asks;
 - a preview whose proposal was decided before it ran is dropped (``decided_first``);
-- a person may ask again at most once every ``REPEAT_SECONDS`` per proposal, and never
-  while its preview waits or runs;
+- a person may ask again at most ``REPEAT_SECONDS`` after the last person's request for
+  that proposal, and never while its preview waits or runs;
 - a running preview past its deadline (its time-out plus the command's kill grace) was its
   dead worker's: it is recorded ``failed`` (``worker_lost``) by the next claim.
 """
@@ -171,6 +171,8 @@ def request_preview(
 def _check_repeat(current: Preview, now: datetime) -> None:
     if current.status in OPEN_STATUSES:
         raise PreviewRefused("preview_in_progress", f"proposal {current.proposal_id}'s preview is {current.status}")
+    if current.requested_by_id is None:
+        return  # planning's own request: a person may ask as soon as it has run
     wait = (current.requested_at + timedelta(seconds=REPEAT_SECONDS) - now).total_seconds()
     if wait > 0:
         raise PreviewRefused(
