@@ -228,6 +228,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ProposalStatusEnum": "runtime.models.ProposalStatus",
         "RunStatusEnum": "runtime.models.RunStatus",
+        "PreviewStatusEnum": "runtime.models.PreviewStatus",
     },
 }
 

@@ -1,8 +1,12 @@
 """The JSON items of the read commands (docs/design.md §10): camelCase, as the envelope; ids are integers."""
 
+from collections.abc import Callable
+
 from lib.instants import format_instant
 
 from .models import Event, JournalEntry, Proposal, Run, RunStatus
+from .preview_text import definition_in_force, preview_item
+from .services.previews import waiting_previews
 
 #: Statuses in which a run's reason, if it has one, is an earlier attempt's: a newer attempt
 #: waits in the queue or is going.
@@ -23,7 +27,11 @@ def event_item(event: Event) -> dict:
     }
 
 
-def proposal_item(proposal: Proposal) -> dict:
+def proposal_item(proposal: Proposal, *, waiting: Callable[[], int] = waiting_previews) -> dict:
+    """A proposal as the API and ``proposals --json`` show it: its definition's ``description``
+    in the registry in force (None when it is gone) and its ``preview``
+    (``runtime.preview_text.preview_item``; ``waiting`` counts the previews waiting now)."""
+    definition = definition_in_force(proposal.definition)
     return {
         "id": proposal.pk,
         "status": proposal.status,
@@ -39,7 +47,25 @@ def proposal_item(proposal: Proposal) -> dict:
         "decidedBy": proposal.decided_by.get_username() if proposal.decided_by else None,
         "decidedAt": _instant(proposal.decided_at),
         "note": proposal.note,
+        "description": definition.description or None if definition else None,
+        "preview": preview_item(proposal, waiting=waiting),
     }
+
+
+class ProposalItems:
+    """``proposal_item`` for a page of proposals: the previews waiting are counted once, when
+    the first proposal left out of the queue asks."""
+
+    def __init__(self):
+        self._waiting: int | None = None
+
+    def waiting(self) -> int:
+        if self._waiting is None:
+            self._waiting = waiting_previews()
+        return self._waiting
+
+    def __call__(self, proposal: Proposal) -> dict:
+        return proposal_item(proposal, waiting=self.waiting)
 
 
 def reason_attempt(status: str, reason: str, attempt: int) -> int | None:

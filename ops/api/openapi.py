@@ -14,6 +14,7 @@ from .shapes import (
     ErrorSerializer,
     EventItemSerializer,
     EventPageSerializer,
+    PreviewAskedSerializer,
     ProposalItemSerializer,
     ProposalPageSerializer,
     RejectedSerializer,
@@ -157,6 +158,18 @@ run_retry = decision(
 run_close = decision(
     "api_run_close", "Close an interrupted run for good", RunDecidedSerializer,
     {409: refusal("`not_interrupted`: the run is not waiting for a decision")},
+)
+proposal_preview = extend_schema(
+    operation_id="api_proposal_preview",
+    summary="Ask for a pending proposal's preview again: its mutating command's dry run (docs/design.md §8, Previews)",
+    tags=["decisions"], request=None, parameters=[ID],
+    responses={202: PreviewAskedSerializer, **COMMON,
+               403: refusal("`permission_denied` (no approve_proposal, or not staff), `person_required` "
+                            "(FACTORY_API_TOKEN never asks), `csrf_failed`"),
+               404: refusal("`not_found`: no proposal of that id"),
+               409: refusal("`not_pending` (decided), `no_preview` (its definition declares none), "
+                            "`preview_in_progress` (its preview waits or runs)"),
+               429: refusal("`preview_too_soon`: a person asked for this proposal's preview less than 10 s ago")},
 )
 unknown_route = extend_schema(exclude=True)
 

@@ -4,7 +4,7 @@ answer with ``runtime.listing``'s dicts, which ``tests/http/test_api.py`` compar
 
 from rest_framework import serializers
 
-from runtime.models import PlanningOutcome, ProposalStatus, RunStatus
+from runtime.models import PlanningOutcome, PreviewStatus, ProposalStatus, RunStatus
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -43,6 +43,26 @@ class EventItemSerializer(serializers.Serializer):
     planning = PlanningSerializer()
 
 
+class PreviewSerializer(serializers.Serializer):
+    """A proposal's preview: its mutating command's dry run (docs/design.md §8, Previews)."""
+
+    status = serializers.ChoiceField(choices=PreviewStatus.choices)
+    reason = serializers.CharField(allow_blank=True, help_text="why it failed or was not previewed")
+    detail = serializers.CharField(allow_blank=True)
+    outcome = serializers.CharField(allow_null=True, help_text="the dry run's outcome, e.g. WOULD_REAP")
+    summary = serializers.CharField(allow_null=True)
+    data = serializers.JSONField(allow_null=True, help_text="the result's data: what it would change")
+    stdout = serializers.CharField(allow_null=True, help_text="the first 16 KB of its output")
+    exitCode = serializers.IntegerField(allow_null=True)
+    durationSeconds = serializers.FloatField(allow_null=True)
+    requestedAt = serializers.CharField(allow_null=True)
+    requestedBy = serializers.CharField(allow_null=True, help_text="the person who asked again; null: planning asked")
+    startedAt = serializers.CharField(allow_null=True)
+    finishedAt = serializers.CharField(allow_null=True, help_text="when it ran (ended)")
+    registryDigest = serializers.CharField(allow_null=True)
+    argv = serializers.ListField(child=serializers.CharField(), allow_null=True)
+
+
 class ProposalItemSerializer(serializers.Serializer):
     """A proposal as ``manage.py proposals --json`` shows it."""
 
@@ -60,6 +80,8 @@ class ProposalItemSerializer(serializers.Serializer):
     decidedBy = serializers.CharField(allow_null=True)
     decidedAt = serializers.CharField(allow_null=True)
     note = serializers.CharField(allow_blank=True)
+    description = serializers.CharField(allow_null=True, help_text="what the definition does, in plain words")
+    preview = PreviewSerializer(allow_null=True)
 
 
 class RunItemSerializer(serializers.Serializer):
@@ -91,6 +113,10 @@ class RunItemSerializer(serializers.Serializer):
 class ApprovedSerializer(serializers.Serializer):
     proposal = ProposalItemSerializer()
     run = RunItemSerializer()
+
+
+class PreviewAskedSerializer(serializers.Serializer):
+    proposal = ProposalItemSerializer(help_text="its preview waiting (status pending)")
 
 
 class RejectedSerializer(serializers.Serializer):

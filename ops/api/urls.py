@@ -12,6 +12,7 @@ urlpatterns = [
     path("proposals/<str:id>", views.ProposalDetail.as_view(), name="api-proposal"),
     path("proposals/<str:id>/approve", views.ProposalApprove.as_view(), name="api-proposal-approve"),
     path("proposals/<str:id>/reject", views.ProposalReject.as_view(), name="api-proposal-reject"),
+    path("proposals/<str:id>/preview", views.ProposalPreview.as_view(), name="api-proposal-preview"),
     path("runs", views.RunList.as_view(), name="api-runs"),
     path("runs/<str:id>", views.RunDetail.as_view(), name="api-run"),
     path("runs/<str:id>/retry", views.RunRetry.as_view(), name="api-run-retry"),

@@ -20,10 +20,12 @@ from rest_framework.response import Response
 
 from lib.refusals import Refused
 from runtime import clock
-from runtime.listing import event_item, proposal_item, run_item
+from runtime.listing import ProposalItems, event_item, proposal_item, run_item
 from runtime.models import Event, Proposal, ProposalStatus, Run, RunStatus
+from runtime.registry import store
 from runtime.services.approval import approve_proposal, reject_proposal
 from runtime.services.interrupted import close_run, retry_run
+from runtime.services.previews import request_preview
 
 from ..paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, whole_number
 from . import openapi
@@ -179,16 +181,16 @@ class ProposalList(ListView):
 
     @openapi.proposals_list
     def get(self, request):
-        proposals = Proposal.objects.select_related("event", "decided_by").order_by("-id")
+        proposals = Proposal.objects.select_related("event", "decided_by", "preview__requested_by").order_by("-id")
         if (status := status_filter(request, ProposalStatus)) is not None:
             proposals = proposals.filter(status=status)
         if (loop := text_filter(request, "loop")) is not None:
             proposals = proposals.filter(loop=loop)
-        return self.page(proposals, proposal_item)
+        return self.page(proposals, ProposalItems())
 
 
 def _proposal(pk: int) -> Proposal:
-    proposal = Proposal.objects.select_related("event", "decided_by").filter(pk=pk).first()
+    proposal = Proposal.objects.select_related("event", "decided_by", "preview__requested_by").filter(pk=pk).first()
     if proposal is None:
         raise exceptions.NotFound(f"there is no proposal {pk}")
     return proposal
@@ -233,6 +235,17 @@ class ProposalReject(DecisionView):
         proposal_id = row_id(id, "proposal")
         reject_proposal(proposal_id, note=note, **self.decided_by(request))
         return Response({"proposal": proposal_item(_proposal(proposal_id))})
+
+
+class ProposalPreview(DecisionView):
+    @openapi.proposal_preview
+    def post(self, request, id: str):
+        if decision_note(request):
+            raise BadRequest("asking for a preview takes no note", code="invalid_body")
+        proposal_id = row_id(id, "proposal")
+        asked = self.decided_by(request)
+        request_preview(proposal_id, registry=store.current(), **asked)
+        return Response({"proposal": proposal_item(_proposal(proposal_id))}, status=202)
 
 
 class RunList(ListView):

@@ -418,7 +418,7 @@ def test_a_reason_names_its_attempt_while_a_newer_attempt_is_queued_or_running(c
 def test_an_unexpected_failure_is_500_in_json_with_the_request_id(client, proposals, caplog):
     from unittest import mock
 
-    with mock.patch("ops.api.views.proposal_item", side_effect=RuntimeError("boom")):
+    with mock.patch("ops.api.views.ProposalItems", side_effect=RuntimeError("boom")):
         response = client.get("/api/proposals", headers={**bearer(SHARED), "X-Request-Id": "req-42"})
     assert error(response) == (500, {
         "error": "internal_error",
