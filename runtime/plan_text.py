@@ -39,25 +39,39 @@ def what_runs(plan: dict) -> str:
     if adapter == "builtin":
         return f"the built-in {plan.get('builtin')} report, inside the worker ({definition})"
     if adapter == "fake":
-        return f"a fake agent playing {definition} (FACTORY_FAKE_AGENTS): nothing outside the runtime changes"
+        return (f"the demo's stand-in for the agent {definition} (FACTORY_FAKE_AGENTS): it plays a scripted "
+                "outcome and changes nothing outside the runtime")
     if adapter == "agent":
         return f"the agent {definition}"
     return f"{adapter} {definition}"
 
 
+def what_it_does(plan: dict, description: str) -> str:
+    """The definition's ``description`` as a page shows it above the plan: for the demo's
+    stand-in, what the real agent would do in production, and that the stand-in does not. Pure."""
+    if not description or plan.get("adapter") != "fake":
+        return description
+    return (f"In production: {description} Here the demo's stand-in plays a scripted outcome and changes "
+            "nothing outside the runtime.")
+
+
 def describe_plan(plan: dict) -> list[tuple[str, str]]:
     """``[(label, text)]`` in reading order: what runs, the work's named fields, the input,
     whether it mutates, the time-out (seconds) and the attempt budget. Pure."""
+    fake = plan.get("adapter") == "fake"
     lines = [("what runs", what_runs(plan))]
     payload = plan.get("input") or {}
     if plan.get("adapter") != "command":
         lines += [(label, _written(payload[field])) for field, label in WORK_FIELDS if field in payload]
     lines.append(("input", json.dumps(payload, ensure_ascii=False, sort_keys=True)))
-    lines.append((
-        "mutates",
-        "yes: it changes things outside the runtime; an interrupted attempt waits for a person"
-        if plan.get("mutating", True) else "no: read-only",
-    ))
+    if not plan.get("mutating", True):
+        mutates = "no: read-only"
+    elif fake:
+        mutates = ("yes, in production: the real agent changes things outside the runtime; the demo's stand-in "
+                   "does not, but its run is handled as mutating (an interrupted attempt waits for a person)")
+    else:
+        mutates = "yes: it changes things outside the runtime; an interrupted attempt waits for a person"
+    lines.append(("mutates", mutates))
     if plan.get("timeoutSeconds") is not None:
         lines.append(("time-out", f"{plan['timeoutSeconds']} s"))
     if plan.get("maxAttempts") is not None:

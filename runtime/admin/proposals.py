@@ -3,8 +3,8 @@ page, always through a confirmation that says what will run (docs/design.md §7,
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Case, IntegerField, Value, When
-from django.db.models.functions import Now
+from django.db.models import Case, Count, IntegerField, Subquery, Value, When
+from django.db.models.functions import Coalesce, Now
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -13,6 +13,8 @@ from django.utils.html import format_html, format_html_join
 from runtime import clock
 from runtime.models import Proposal, ProposalStatus, Run
 from runtime.plan_text import describe_plan
+from runtime.preview_model import Preview, PreviewStatus
+from runtime.preview_text import preview_item, would_do
 from runtime.services.approval import (
     APPROVE_PERMISSION,
     NOTE_MAX_LENGTH,
@@ -23,26 +25,29 @@ from runtime.services.approval import (
 )
 
 from .common import ReadOnlyAdmin, between, instant, journal_table, journal_url, pretty_json, row_journal
+from .proposal_previews import ask_preview_view, preview_block, preview_fragment_view
 
 DECISIONS = ("approve", "reject")
 
 
-def confirmation_rows(proposals: list[Proposal]) -> list[dict]:
-    """What the confirmation page shows of each proposal: the plan in words and the pending
+def confirmation_rows(request, proposals: list[Proposal], *, now, back: str) -> list[dict]:
+    """What the confirmation page shows of each proposal: its description and what its
+    preview found (``proposal_previews.preview_block``), the plan in words and the pending
     proposals approving it would supersede (``runtime.services.approval.older_pending``)."""
     return [
-        {"proposal": p, "lines": describe_plan(p.plan), "supersedes": list(older_pending(p).values_list("pk", flat=True))}
+        {"proposal": p, "lines": describe_plan(p.plan), "preview": preview_block(request, p, now=now, back=back),
+         "supersedes": list(older_pending(p).values_list("pk", flat=True))}
         for p in proposals
     ]
 
 
 @admin.register(Proposal)
 class ProposalAdmin(ReadOnlyAdmin):
-    list_display = ("id", "status", "definition", "loop", "event_link", "created", "age", "decided_by")
+    list_display = ("id", "status", "definition", "loop", "event_link", "would_do", "created", "age", "decided_by")
     # No loop filter in the sidebar: it lists every loop (20,000 links at 20,000 loops).
     # The search box finds a loop, and ``?loop=<name>`` narrows the list to one.
     list_filter = ("status", "definition")
-    list_select_related = ("event", "decided_by")
+    list_select_related = ("event", "decided_by", "preview")
     search_fields = ("event__uid", "idempotency_key", "loop")
     actions = ["approve_selected", "reject_selected"]
     fieldsets = (
@@ -61,7 +66,10 @@ class ProposalAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request):
         # Ages are measured on the database's clock (the one clock), read once by the listing's own query.
-        return super().get_queryset(request).annotate(database_now=Now())
+        waiting = Preview.objects.filter(status=PreviewStatus.PENDING).order_by().values("status").annotate(
+            n=Count("id")).values("n")
+        return super().get_queryset(request).annotate(
+            database_now=Now(), previews_waiting=Coalesce(Subquery(waiting[:1]), 0))
 
     def get_ordering(self, request):
         pending_first = Case(When(status=ProposalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField())
@@ -72,11 +80,26 @@ class ProposalAdmin(ReadOnlyAdmin):
 
     def get_urls(self):
         decide = self.admin_site.admin_view(self.decide_view)
-        return [path("<int:proposal_id>/decide/<str:decision>/", decide, name="runtime_proposal_decide"), *super().get_urls()]
+        return [
+            path("<int:proposal_id>/decide/<str:decision>/", decide, name="runtime_proposal_decide"),
+            path("<int:proposal_id>/preview/", self.admin_site.admin_view(preview_fragment_view),
+                 name="runtime_proposal_preview"),
+            path("<int:proposal_id>/preview/again/", self.admin_site.admin_view(ask_preview_view),
+                 name="runtime_proposal_preview_again"),
+            *super().get_urls(),
+        ]
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra = {"can_decide": self.has_approve_permission(request), "decisions": DECISIONS}
+        proposal = Proposal.objects.select_related("preview__requested_by").filter(pk=object_id).first()
+        if proposal is not None:
+            extra["preview_block"] = preview_block(request, proposal, now=clock.database_now())
         return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})
+
+    @admin.display(description="would do")
+    def would_do(self, proposal):
+        item = preview_item(proposal, waiting=lambda: proposal.previews_waiting)
+        return would_do(item) or "—"
 
     @admin.display(description="event")
     def event_link(self, proposal):
@@ -131,8 +154,9 @@ class ProposalAdmin(ReadOnlyAdmin):
             raise Http404(f"no proposal {proposal_id}")
         page = reverse("admin:runtime_proposal_change", args=[proposal_id])
         if request.method == "POST" and request.POST.get("confirm") == "yes":
-            self._apply(request, [proposal], decision)
-            return HttpResponseRedirect(page)
+            runs = self._apply(request, [proposal], decision)
+            # Approved from its own page: follow the decision to the run's page, which updates itself.
+            return HttpResponseRedirect(reverse("admin:runtime_run_change", args=[runs[0]]) if runs else page)
         if proposal.status != ProposalStatus.PENDING:
             self.message_user(request, f"Proposal {proposal_id} is {proposal.status}, not pending.", messages.WARNING)
             return HttpResponseRedirect(page)
@@ -144,7 +168,7 @@ class ProposalAdmin(ReadOnlyAdmin):
             "title": f"{decision.capitalize()} {len(pending)} proposal(s)?",
             "decision": decision,
             "action": f"{decision}_selected",
-            "rows": confirmation_rows(pending),
+            "rows": confirmation_rows(request, pending, now=clock.database_now(), back=request.get_full_path()),
             "skipped": skipped,
             "selected_ids": selected_ids,
             "back": back,
@@ -152,24 +176,32 @@ class ProposalAdmin(ReadOnlyAdmin):
             "opts": self.model._meta,
         })
 
-    def _apply(self, request, pending: list[Proposal], decision: str) -> None:
+    def _apply(self, request, pending: list[Proposal], decision: str) -> list[int]:
+        """Decide each proposal; say what was done, naming and linking each queued run.
+        Returns the ids of the runs queued."""
         now = clock.database_now()
         note = request.POST.get("note", "")
-        done, refused = 0, []
+        done, refused, runs = 0, [], []
         for proposal in pending:
             try:
                 if decision == "approve":
-                    approve_proposal(proposal.pk, user=request.user, now=now, note=note, via="admin")
+                    runs.append((proposal.pk, approve_proposal(proposal.pk, user=request.user, now=now, note=note,
+                                                               via="admin").pk))
                 else:
                     reject_proposal(proposal.pk, user=request.user, now=now, note=note, via="admin")
                 done += 1
             except ApprovalRefused as exc:
                 refused.append(f"proposal {proposal.pk}: {exc.code} ({exc.detail})")
-        if done:
-            verb = "approved" if decision == "approve" else "rejected"
-            self.message_user(request, f"{done} proposal(s) {verb}.", messages.SUCCESS)
+        if runs:
+            links = format_html_join(", ", "<a href='{}'>run {}</a> (proposal {})", (
+                (reverse("admin:runtime_run_change", args=[run]), run, proposal) for proposal, run in runs))
+            self.message_user(request, format_html("{} proposal(s) approved: {} queued.", len(runs), links),
+                              messages.SUCCESS)
+        elif done:
+            self.message_user(request, f"{done} proposal(s) rejected.", messages.SUCCESS)
         for line in refused:
             self.message_user(request, f"Refused: {line}", messages.ERROR)
+        return [run for _, run in runs]
 
     def _decide(self, request, queryset, decision: str):
         selected = list(queryset.select_related("event"))

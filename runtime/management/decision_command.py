@@ -1,4 +1,4 @@
-"""What ``approve`` and ``reject`` share: the operator named by ``--as``, the OS user, exit 2 when refused."""
+"""What ``approve``, ``reject`` and ``preview`` share: the operator named by ``--as``, the OS user, exit 2 when refused."""
 
 import getpass
 import sys
@@ -6,7 +6,7 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from runtime.services.approval import ApprovalRefused
+from lib.refusals import Refused
 
 EXIT_REFUSED = 2
 
@@ -18,7 +18,7 @@ class DecisionCommand(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("proposal_id", type=int, help="the proposal's id (see `manage.py proposals`)")
-        parser.add_argument("--as", dest="username", required=True, help="the operator deciding (needs approve_proposal)")
+        parser.add_argument("--as", dest="username", required=True, help="the operator (needs approve_proposal)")
 
     def operator(self, username: str):
         user = get_user_model().objects.filter(username=username).first()
@@ -40,5 +40,5 @@ class DecisionCommand(BaseCommand):
     def decide(self, decision):
         try:
             return decision()
-        except ApprovalRefused as exc:
+        except Refused as exc:
             self.refuse(exc.code, exc.detail)

@@ -59,7 +59,12 @@ def test_approving_from_the_page_confirms_in_words_then_records_the_note_and_sup
     assert "Yes, approve and run" in confirm.content.decode()
     assert Run.objects.count() == 0
     done = client.post(decide_url(newer, "approve"), {"confirm": "yes", "note": "reaped by hand before"})
-    assert (done.status_code, done["Location"]) == (302, reverse("admin:runtime_proposal_change", args=[newer.pk]))
+    run = Run.objects.get()
+    assert (done.status_code, done["Location"]) == (302, reverse("admin:runtime_run_change", args=[run.pk]))
+    landed = client.get(done["Location"])
+    assert [str(m) for m in get_messages(landed.wsgi_request)] == [
+        f"1 proposal(s) approved: <a href='{reverse('admin:runtime_run_change', args=[run.pk])}'>run {run.pk}</a> "
+        f"(proposal {newer.pk}) queued."]
     entry = JournalEntry.objects.get(action="proposal_approved")
     assert (entry.actor, entry.actor_name, entry.data) == (
         "operator", "alice", {"via": "admin", "note": "reaped by hand before", "preview": PREVIEW_WAITING}

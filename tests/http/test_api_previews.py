@@ -106,3 +106,14 @@ def test_asking_too_soon_is_429(proposal, approver):
     Preview.objects.filter(proposal=proposal).update(status="done")
     soon = post(f"/api/proposals/{proposal.pk}/preview", token)
     assert (soon.status_code, soon.json()["error"]) == (429, "preview_too_soon")
+
+
+def test_a_person_asks_again_from_the_cli_and_a_refusal_exits_2(proposal, approver, capsys):
+    call_command("preview", str(proposal.pk), "--as", "alice")
+    assert capsys.readouterr().out.strip() == (
+        f"preview of proposal {proposal.pk} asked for as alice: 1 preview(s) waiting for a worker")
+    assert JournalEntry.objects.get(action="proposal_preview_requested").data["via"] == "cli"
+    with pytest.raises(SystemExit) as refused:
+        call_command("preview", str(proposal.pk), "--as", "alice")
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.strip() == f"refused: preview_in_progress: proposal {proposal.pk}'s preview is pending"

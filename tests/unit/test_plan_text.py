@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from runtime.admin.common import between, duration, instant
-from runtime.plan_text import describe_plan, what_runs
+from runtime.plan_text import describe_plan, what_it_does, what_runs
 
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
 
@@ -41,10 +41,23 @@ def test_an_agent_reads_as_its_definition_and_the_work_it_is_handed():
     ({"adapter": "builtin", "builtin": "health", "definition": "heartbeat@1"},
      "the built-in health report, inside the worker (heartbeat@1)"),
     ({"adapter": "fake", "definition": "dispatch@1"},
-     "a fake agent playing dispatch@1 (FACTORY_FAKE_AGENTS): nothing outside the runtime changes"),
+     "the demo's stand-in for the agent dispatch@1 (FACTORY_FAKE_AGENTS): it plays a scripted outcome and changes "
+     "nothing outside the runtime"),
 ])
 def test_builtin_and_fake_adapters_say_what_they_are(plan, words):
     assert what_runs(plan) == words
+
+
+def test_a_stand_in_says_what_production_would_do_and_never_contradicts_mutates():
+    plan = {"definition": "merge-apply@1", "adapter": "fake", "mutating": True, "input": {"repo": "alpha"}}
+    assert what_it_does(plan, "Merges the pull request at the reviewed head.") == (
+        "In production: Merges the pull request at the reviewed head. Here the demo's stand-in plays a scripted "
+        "outcome and changes nothing outside the runtime.")
+    assert dict(describe_plan(plan))["mutates"] == (
+        "yes, in production: the real agent changes things outside the runtime; the demo's stand-in does not, "
+        "but its run is handled as mutating (an interrupted attempt waits for a person)")
+    command = {"definition": "reaper@1", "adapter": "command", "argv": ["reaper.py"], "mutating": True, "input": {}}
+    assert what_it_does(command, "Moves stale claims.") == "Moves stale claims."
 
 
 @pytest.mark.parametrize("seconds, text", [
