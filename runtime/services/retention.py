@@ -54,6 +54,7 @@ from runtime.models import (
     JournalEntry,
     OutboxEntry,
     OutboxStatus,
+    Preview,
     Proposal,
     ProposalStatus,
     Run,
@@ -75,6 +76,7 @@ class PruneCounts:
 
     events: int = 0
     proposals: int = 0
+    previews: int = 0
     runs: int = 0
     outbox: int = 0
     journal: int = 0
@@ -83,12 +85,12 @@ class PruneCounts:
     last_event_id: int = 0
 
     def add(self, other: "PruneCounts") -> None:
-        for name in ("events", "proposals", "runs", "outbox", "journal", "run_dirs"):
+        for name in ("events", "proposals", "previews", "runs", "outbox", "journal", "run_dirs"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def as_json(self) -> dict:
-        return {"events": self.events, "proposals": self.proposals, "runs": self.runs, "outbox": self.outbox,
-                "journal": self.journal}
+        return {"events": self.events, "proposals": self.proposals, "previews": self.previews, "runs": self.runs,
+                "outbox": self.outbox, "journal": self.journal}
 
 
 def prunable_events(cutoff: datetime, keep: list[QuerySet]) -> QuerySet:
@@ -157,6 +159,7 @@ def count_prunable(cutoff: datetime, keep: list[QuerySet]) -> PruneCounts:
     return PruneCounts(
         events=events.count(),
         proposals=Proposal.objects.filter(event_id__in=events).count(),
+        previews=Preview.objects.filter(proposal__event_id__in=events).count(),
         runs=Run.objects.filter(event_id__in=events).count(),
         outbox=OutboxEntry.objects.filter(run__event_id__in=events).count(),
         journal=JournalEntry.objects.filter(Q(event_id__in=events) | orphans).count(),
@@ -175,6 +178,7 @@ def prune_chunk(*, cutoff: datetime, keep: list[QuerySet], archive_path: Path, w
             prunable_events(cutoff, keep).filter(id__gt=after).values_list("id", flat=True)[:CHUNK_EVENTS]
         )
         proposals = Proposal.objects.filter(event_id__in=event_ids)
+        previews = Preview.objects.filter(proposal__event_id__in=event_ids)
         runs = Run.objects.filter(event_id__in=event_ids)
         outbox = OutboxEntry.objects.filter(run__event_id__in=event_ids)
         about = Q(event_id__in=event_ids)
@@ -188,6 +192,7 @@ def prune_chunk(*, cutoff: datetime, keep: list[QuerySet], archive_path: Path, w
             counts.journal = _archive(archive, "journal", journal.values())
             counts.outbox = _archive(archive, "outbox", outbox.order_by("id").values())
             counts.runs = _archive(archive, "run", runs.order_by("id").values())
+            counts.previews = _archive(archive, "preview", previews.order_by("id").values())
             counts.proposals = _archive(archive, "proposal", proposals.order_by("id").values())
             counts.events = _archive(archive, "event", Event.objects.filter(id__in=event_ids).order_by("id").values())
             archive.flush()
@@ -196,6 +201,7 @@ def prune_chunk(*, cutoff: datetime, keep: list[QuerySet], archive_path: Path, w
         delete_journal_entries(list(journal.values_list("id", flat=True)))
         outbox.delete()
         runs.delete()
+        previews.delete()
         proposals.delete()
         Event.objects.filter(id__in=event_ids).delete()
         record("retention_pruned", Actor.SYSTEM, at=now, data={

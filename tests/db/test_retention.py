@@ -65,7 +65,7 @@ def test_an_old_finished_chain_is_archived_then_deleted_and_the_last_tick_kept(r
     sha256 = hashlib.sha256(archive.read_bytes()).hexdigest()
     assert checksum.read_text() == f"{sha256}  {archive.name}\n"
     assert output == (
-        f"archived to {archive} (sha256 {sha256}) and deleted 1 events, 1 proposals, 1 runs, 0 outbox rows, "
+        f"archived to {archive} (sha256 {sha256}) and deleted 1 events, 1 proposals, 0 previews, 1 runs, 0 outbox rows, "
         f"{len(journal_before)} journal entries (before 2026-09-01T12:00:00Z); 1 run directories removed\n"
     )
     assert list(Event.objects.values_list("uid", flat=True)) == [last.uid]
@@ -76,7 +76,7 @@ def test_an_old_finished_chain_is_archived_then_deleted_and_the_last_tick_kept(r
         ("run", first_run.pk), ("proposal", first_run.proposal_id), ("event", first.pk),
     ]
     assert [(row["row"]["id"], row["row"]["action"]) for row in rows if row["table"] == "journal"] == journal_before
-    counts = {"events": 1, "proposals": 1, "runs": 1, "outbox": 0, "journal": len(journal_before)}
+    counts = {"events": 1, "proposals": 1, "previews": 0, "runs": 1, "outbox": 0, "journal": len(journal_before)}
     (pruned,) = JournalEntry.objects.filter(action="retention_pruned")
     assert (pruned.actor, pruned.data) == ("system", {
         "window": "90d", "cutoff": "2026-09-01T12:00:00Z", "archive": str(archive), **counts,
@@ -133,7 +133,7 @@ def test_a_dry_run_counts_and_changes_nothing(registry_files, places):
     first = Event.objects.order_by("id").first()
     journal = JournalEntry.objects.filter(event=first).count()
     assert output == (
-        f"dry run: would archive and delete 1 events, 1 proposals, 1 runs, 0 outbox rows, {journal} journal entries "
+        f"dry run: would archive and delete 1 events, 1 proposals, 0 previews, 1 runs, 0 outbox rows, {journal} journal entries "
         "(before 2026-09-01T12:00:00Z)\n"
     )
     assert (Event.objects.count(), JournalEntry.objects.count()) == (2, entries)
@@ -191,3 +191,29 @@ def test_a_chain_goes_whole_or_stays_whole(places):
     old_event("alone", "chain-2", "2026-06-01T00:00:00Z")
     prune("--older-than", "90d")
     assert sorted(Event.objects.values_list("uid", flat=True)) == ["first", "second"]
+
+
+def test_a_proposals_preview_is_archived_and_deleted_with_it(registry_files, places, approver):
+    from unittest import mock
+
+    from runtime.preview_model import Preview
+    from runtime.services.approval import reject_proposal
+    from runtime.services.preview_execution import preview_one
+
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER + "  heartbeat:\n    enabled: false\n")
+    tick("2026-08-01T10:00:05Z")
+    tick("2026-08-01T11:00:05Z")
+    with mock.patch("runtime.services.preview_execution.database_now", lambda: at("2026-08-01T11:00:07Z")):
+        assert preview_one(worker="w")
+    newest = Proposal.objects.order_by("id").last()
+    for proposal in Proposal.objects.order_by("id"):
+        reject_proposal(proposal.pk, user=approver, now=at("2026-08-01T11:01:00Z"))
+    kept_event = newest.event.uid
+    previews = list(Preview.objects.order_by("id").values_list("id", "proposal_id"))
+    assert [proposal for _, proposal in previews] == list(Proposal.objects.order_by("id").values_list("id", flat=True))
+
+    output = prune("--older-than", "90d")
+
+    assert "deleted 1 events, 1 proposals, 1 previews, " in output
+    assert [row["row"]["id"] for row in archived(places) if row["table"] == "preview"] == [previews[0][0]]
+    assert list(Preview.objects.values_list("proposal__event__uid", flat=True)) == [kept_event]

@@ -42,7 +42,7 @@ def kept_event_ids() -> list:
 
 
 def summary(counts: PruneCounts) -> str:
-    return (f"{counts.events} events, {counts.proposals} proposals, {counts.runs} runs, "
+    return (f"{counts.events} events, {counts.proposals} proposals, {counts.previews} previews, {counts.runs} runs, "
             f"{counts.outbox} outbox rows, {counts.journal} journal entries")
 
 
