@@ -15,12 +15,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Min
+from django.db.models import Count, Max, Min
 
 from lib.instants import format_instant
 from ops.doctor import collect_status
 from ops.models import Alert, Notification
-from runtime.models import Actor, Proposal, ProposalStatus
+from runtime.models import Actor, Preview, Proposal, ProposalStatus
 from runtime.services.journal import record
 
 logger = logging.getLogger(__name__)
@@ -47,17 +47,33 @@ def conditions(*, now: datetime) -> dict[str, dict]:
     status = collect_status(now=now)
     found = {f"anomaly:{key}": {"anomaly": key, "value": status.get(key)} for key in status["anomalies"]}
     waited = now - timedelta(seconds=settings.FACTORY_NOTIFY_PROPOSAL_WAIT_SECONDS)
-    waiting = (
+    waiting = list(
         Proposal.objects.filter(status=ProposalStatus.PENDING, created_at__lt=waited)
-        .order_by().values("loop").annotate(pending=Count("id"), oldest=Min("id"), since=Min("created_at"))
+        .order_by().values("loop").annotate(pending=Count("id"), oldest=Min("id"), newest=Max("id"),
+                                            since=Min("created_at"))
     )
+    previews = newest_previews([row["newest"] for row in waiting])
     for row in waiting:
         loop = row["loop"] or NO_LOOP
         found[f"proposalsWaiting:{loop}"] = {
             "loop": row["loop"], "pending": row["pending"], "oldestProposalId": row["oldest"],
-            "waitingSince": format_instant(row["since"]),
+            "waitingSince": format_instant(row["since"]), "newestProposalId": row["newest"],
+            "preview": previews.get(row["newest"]),
         }
     return found
+
+
+def newest_previews(proposal_ids: list[int]) -> dict[int, dict]:
+    """``proposal id → {status, summary}`` of these proposals' previews, in one query: the
+    summary only (the outcome and its one line), never the dry run's output or data, which
+    may name what a notification channel should not carry (docs/notifications.md)."""
+    if not proposal_ids:
+        return {}
+    rows = Preview.objects.filter(proposal_id__in=proposal_ids).values_list("proposal_id", "status", "outcome", "summary")
+    return {
+        proposal: {"status": status, "summary": f"{outcome}: {summary}" if outcome and summary else outcome or None}
+        for proposal, status, outcome, summary in rows
+    }
 
 
 def _message(alert: Alert, kind: str, now: datetime) -> dict:

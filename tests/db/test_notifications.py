@@ -64,7 +64,8 @@ def test_a_waiting_proposal_is_raised_once_per_channel(configured):
     alert = Alert.objects.get(key="proposalsWaiting:reaper")
     proposal = Proposal.objects.get()
     assert alert.detail == {"loop": "reaper", "pending": 1, "oldestProposalId": proposal.pk,
-                            "waitingSince": "2026-11-30T21:00:10Z"}
+                            "waitingSince": "2026-11-30T21:00:10Z", "newestProposalId": proposal.pk,
+                            "preview": {"status": "pending", "summary": None}}
     assert sorted(alert.notifications.values_list("kind", "channel")) == [("raised", "email"), ("raised", "webhook")]
     raise_and_clear(now=LATER + timedelta(minutes=1))
     assert Notification.objects.filter(alert__key="proposalsWaiting:reaper").count() == 2
@@ -176,3 +177,16 @@ def test_the_admin_shows_alerts_and_notifications_read_only(client, configured, 
     page = client.get("/admin/ops/notification/")
     assert page.status_code == 200 and "proposalsWaiting:reaper" in page.content.decode()
     assert client.get("/admin/ops/notification/add/").status_code == 403
+
+
+def test_a_waiting_proposals_alert_carries_its_previews_summary_never_its_output(configured):
+    from runtime.preview_model import Preview
+
+    proposal = Proposal.objects.get()
+    Preview.objects.filter(proposal=proposal).update(
+        status="done", outcome="WOULD_REAP", summary="1 stale claim(s) would be reaped",
+        data={"stale": [{"ticket": "T-7"}]}, stdout="would reap T-7 (T-7.json)")
+    raise_and_clear(now=LATER)
+    detail = Alert.objects.get(key="proposalsWaiting:reaper").detail
+    assert detail["preview"] == {"status": "done", "summary": "WOULD_REAP: 1 stale claim(s) would be reaped"}
+    assert "T-7" not in json.dumps(detail)
