@@ -80,6 +80,18 @@ def _rule_for(rules: list[dict], run_input: dict) -> int | None:
     return None
 
 
+def scripted_preview(plan: dict, known_definitions) -> dict | None:
+    """The dry run the script declares for the rule a plan's input takes (``preview``:
+    ``{outcome, summary?, data?}``), or None: no valid script, no rule, or no preview in it.
+    Never raises: a demo without a scripted preview shows none."""
+    try:
+        rules = load_script(known_definitions).get(plan.get("definition", "")) or []
+    except FakeScriptError:
+        return None
+    chosen = _rule_for(rules, plan.get("input") or {})
+    return rules[chosen].get("preview") if chosen is not None else None
+
+
 def scripted_result(run: Run, known_definitions) -> dict:
     """The scripted result for ``run``: ``{outcome, summary?, data?, exitCode?, seconds?}``.
 

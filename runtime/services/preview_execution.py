@@ -16,6 +16,7 @@ from django.conf import settings
 
 from runtime.adapters.base import RunDirUnwritable
 from runtime.adapters.command import run_command
+from runtime.adapters.fake import scripted_preview
 from runtime.adapters.result import result_from_output
 from runtime.clock import database_now
 from runtime.preview_model import Preview, PreviewStatus
@@ -55,6 +56,8 @@ def run_preview(preview: Preview, *, stop: threading.Event | None = None) -> dic
     and exited 0; ``failed`` with the reason otherwise (``timeout``, ``worker_stopped`` —
     ``stop`` was set: a preview is advice, killed at once —, ``command_not_found``,
     ``runs_dir_unwritable``, ``exit_code_<n>``, ``output_contract_violation``)."""
+    if preview.proposal.plan.get("adapter") == "fake":
+        return play_fake_preview(preview)
     run_dir = preview_dir(preview.pk)
     argv = fill_argv(preview.argv, {"runId": f"preview-{preview.pk}", "runDir": str(run_dir)})
     try:
@@ -89,6 +92,18 @@ def run_preview(preview: Preview, *, stop: threading.Event | None = None) -> dic
         "data": result.data, "exit_code": result.exit_code, "stdout": stdout,
         "detail": "; ".join(result.extra.get("violations", [])) if not result.succeeded else "",
     }
+
+
+def play_fake_preview(preview: Preview) -> dict:
+    """The demo's stand-in previews by playing its script's ``preview`` for the plan's rule
+    (``runtime.adapters.fake.scripted_preview``); failed ``fake_preview_missing`` when the
+    script no longer has one."""
+    scripted = scripted_preview(preview.proposal.plan, get_registry().definitions)
+    if scripted is None:
+        return {"status": PreviewStatus.FAILED, "reason": "fake_preview_missing",
+                "detail": "the demo's fake-outcomes.yaml has no preview for this proposal's rule"}
+    return {"status": PreviewStatus.DONE, "outcome": scripted["outcome"], "summary": scripted.get("summary", ""),
+            "data": scripted.get("data"), "exit_code": 0}
 
 
 def _first_bytes(path: Path) -> str:

@@ -27,8 +27,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from lib.refusals import Refused
+from runtime.adapters.fake import scripted_preview
 from runtime.models import Actor, Proposal, ProposalStatus
 from runtime.preview_model import Preview, PreviewStatus
+from runtime.registry.definitions import PREVIEW_TIMEOUT_SECONDS
 from runtime.registry.model import Definition, Registry, fill_argv, preview_template
 
 from .approval import APPROVE_PERMISSION
@@ -59,11 +61,17 @@ class PreviewRefused(Refused):
         super().__init__(code, detail, status=self.STATUS[code])
 
 
-def preview_argv(plan: dict, definition: Definition) -> list[str] | None:
+def preview_argv(plan: dict, definition: Definition, definitions) -> list[str] | None:
     """The preview's argv for ``plan``: the plan's own command template with the definition's
     flags dropped and added, filled with the plan's values (``{runId}``/``{runDir}`` left for
     the preview's run); None when the definition declares no preview or the plan's command
-    is not one the preview can be derived from (a flag to drop it lacks). Pure."""
+    is not one the preview can be derived from (a flag to drop it lacks).
+
+    The demo's stand-in for a mutating agent (a ``fake`` plan) is previewed when its script
+    declares a preview for the plan's rule (``runtime.adapters.fake.scripted_preview``,
+    read against ``definitions``): then ``[]``, no command — the preview thread plays it."""
+    if plan.get("adapter") == "fake":
+        return [] if definition.mutating and scripted_preview(plan, definitions) is not None else None
     template = plan.get("argvTemplate")
     if not definition.has_preview or template is None:
         return None
@@ -71,6 +79,12 @@ def preview_argv(plan: dict, definition: Definition) -> list[str] | None:
         return None
     derived = preview_template(template, definition.preview_drop, definition.preview_add)
     return None if derived == template else fill_argv(derived, plan.get("argvValues") or {})
+
+
+def preview_timeout(definition: Definition) -> int:
+    """A preview's time-out in seconds: the definition's ``previewTimeoutSeconds``, or for the
+    demo's stand-in the default, never above the definition's own."""
+    return definition.preview_timeout_seconds or min(PREVIEW_TIMEOUT_SECONDS, definition.timeout_seconds)
 
 
 def queue_previews(proposed: list[tuple[int, str | None, str | None, dict]], *, registry: Registry, now: datetime) -> int:
@@ -85,7 +99,7 @@ def queue_previews(proposed: list[tuple[int, str | None, str | None, dict]], *, 
     newest: dict[tuple, tuple[int, Definition, dict]] = {}
     for proposal_id, loop, key, plan in proposed:
         definition = registry.definitions.get(plan.get("definition", ""))
-        if definition is None or not definition.has_preview:
+        if definition is None or not (definition.has_preview or plan.get("adapter") == "fake" and definition.mutating):
             continue
         group = (loop, key) if loop else ("", str(proposal_id))
         if group not in newest or newest[group][0] < proposal_id:
@@ -103,11 +117,11 @@ def queue_previews(proposed: list[tuple[int, str | None, str | None, dict]], *, 
     room = max(0, settings.FACTORY_PREVIEW_QUEUE - (len(waiting) - len(dropped)))
     rows = []
     for proposal_id, definition, plan in sorted(newest.values(), key=lambda chosen: -chosen[0]):
-        argv = preview_argv(plan, definition)
+        argv = preview_argv(plan, definition, registry.definitions)
         if argv is None or len(rows) >= room:
             continue
         rows.append(Preview(
-            proposal_id=proposal_id, argv=argv, timeout_seconds=definition.preview_timeout_seconds,
+            proposal_id=proposal_id, argv=argv, timeout_seconds=preview_timeout(definition),
             requested_at=now, registry_digest=registry.digest,
         ))
     Preview.objects.bulk_create(rows)
@@ -140,12 +154,12 @@ def request_preview(
     if proposal.status != ProposalStatus.PENDING:
         raise PreviewRefused("not_pending", f"proposal {proposal_id} is {proposal.status}: only a pending one is previewed")
     definition = registry.definitions.get(proposal.definition)
-    argv = preview_argv(proposal.plan, definition) if definition is not None else None
+    argv = preview_argv(proposal.plan, definition, registry.definitions) if definition is not None else None
     if argv is None:
         raise PreviewRefused("no_preview", f"{proposal.definition} declares no preview in the registry in force")
     fields = {
         "status": PreviewStatus.PENDING, "reason": "", "detail": "", "argv": argv,
-        "timeout_seconds": definition.preview_timeout_seconds, "requested_at": now, "requested_by": user,
+        "timeout_seconds": preview_timeout(definition), "requested_at": now, "requested_by": user,
         "started_at": None, "finished_at": None, "deadline_at": None, "worker": "", "outcome": "", "summary": "",
         "data": None, "stdout": "", "exit_code": None, "registry_digest": registry.digest,
     }

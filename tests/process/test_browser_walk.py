@@ -147,18 +147,22 @@ def test_an_operator_signs_in_reads_the_loops_and_approves_where_they_read(brows
     assert fits(page)
     shot(page, "proposal-pending")
     page.click("a.decide-approve")
+    block = page.locator(f"#preview-{newest}[data-preview-status=done]")
+    block.wait_for()  # the run worker's preview thread ran the dry run; the block refreshed itself
     confirmation = page.inner_text("#content")
+    assert "What it does: Moves claim files whose heartbeat is older than the stale limit" in confirmation
+    assert "NOTHING_TO_REAP: 0 live claim(s), none stale" in block.inner_text()
+    assert re.search(r"Previewed \d+ s ago \(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)", block.inner_text())
+    assert confirmation.index("What it does") < confirmation.index("NOTHING_TO_REAP") < confirmation.index("reaper.py")
     assert "reaper.py" in confirmation and "pending proposal(s)" in confirmation and "supersedes" in confirmation
     page.fill("#id_note", "claims checked by hand")
     assert fits(page)
     shot(page, "proposal-confirm")
     page.click("input[value='Yes, approve and run']")
-    page.wait_for_url(f"{base}/admin/runtime/proposal/{newest}/change/")
-    assert "1 proposal(s) approved." in page.inner_text(".messagelist")
-    shot(page, "proposal-approved")
-
-    assert re.search(r"proposal_approved\s+operator operator.*claims checked by hand", page.inner_text("table.journal"))
-    page.click("#run-link")
+    page.wait_for_url(re.compile(re.escape(base) + r"/admin/runtime/run/\d+/change/"))
+    run_id = page.url.rstrip("/").split("/")[-2]
+    assert page.inner_text(".messagelist") == f"1 proposal(s) approved: run {run_id} (proposal {newest}) queued."
+    shot(page, "run-landed")
 
     def succeeded():
         page.reload()
