@@ -117,8 +117,10 @@ def queue_previews(proposed: list[tuple[int, str | None, str | None, dict]], *, 
     room = max(0, settings.FACTORY_PREVIEW_QUEUE - (len(waiting) - len(dropped)))
     rows = []
     for proposal_id, definition, plan in sorted(newest.values(), key=lambda chosen: -chosen[0]):
+        if len(rows) >= room:
+            break
         argv = preview_argv(plan, definition, registry.definitions)
-        if argv is None or len(rows) >= room:
+        if argv is None:
             continue
         rows.append(Preview(
             proposal_id=proposal_id, argv=argv, timeout_seconds=preview_timeout(definition),

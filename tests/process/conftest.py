@@ -35,8 +35,9 @@ def runtime(tmp_path):
 
 
 @contextlib.contextmanager
-def serving(root, *, run_workers: int = 0, http_workers: int = 1, config: dict[str, str] | None = None, **env):
-    """A migrated SQLite runtime under ``root`` served by ``runserve --no-loop`` on a free port,
+def serving(root, *, run_workers: int = 0, http_workers: int = 1, config: dict[str, str] | None = None,
+            loop: bool = False, **env):
+    """A migrated SQLite runtime under ``root`` served by ``runserve --no-loop`` (with ``loop``: with its slot loop) on a free port,
     with ``http_workers`` HTTP workers and ``run_workers`` run workers, the files of ``config`` in its config directory (repos.yaml
     defaults to ``REPOS_YAML``) and ``env`` added to its environment. Yields ``(base URL, env)``:
     ``env`` runs ``manage.py`` against the same runtime. Stops it with SIGTERM and checks it exits 0."""
@@ -63,7 +64,7 @@ def serving(root, *, run_workers: int = 0, http_workers: int = 1, config: dict[s
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, MANAGE, "runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", str(http_workers),
-         "--run-workers", str(run_workers), "--no-loop"],
+         "--run-workers", str(run_workers), *([] if loop else ["--no-loop"])],
         env=env, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
