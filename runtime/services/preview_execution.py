@@ -88,10 +88,22 @@ def run_preview(preview: Preview, *, stop: threading.Event | None = None) -> dic
     )
     return {
         "status": PreviewStatus.DONE if result.succeeded else PreviewStatus.FAILED,
-        "reason": result.reason, "outcome": result.outcome, "summary": result.summary,
-        "data": result.data, "exit_code": result.exit_code, "stdout": stdout,
-        "detail": "; ".join(result.extra.get("violations", [])) if not result.succeeded else "",
+        "reason": result.reason, "outcome": _storable(result.outcome), "summary": _storable(result.summary),
+        "data": _storable(result.data), "exit_code": result.exit_code, "stdout": stdout,
+        "detail": _storable("; ".join(result.extra.get("violations", []))) if not result.succeeded else "",
     }
+
+
+def _storable(value):
+    """``value`` with every NUL in its text written U+FFFD: PostgreSQL stores none in text or
+    jsonb, and a command's result must not make its preview unrecordable."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
+    if isinstance(value, dict):
+        return {_storable(key): _storable(item) for key, item in value.items()}
+    return value
 
 
 def play_fake_preview(preview: Preview) -> dict:

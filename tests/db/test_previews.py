@@ -213,3 +213,15 @@ def test_asking_for_a_preview_of_a_decided_or_preview_less_proposal_is_refused(r
     with pytest.raises(PreviewRefused) as none:
         request_preview(plain.pk, user=approver, now=at("2026-11-30T22:00:30Z"), registry=store.current())
     assert (none.value.code, none.value.detail) == ("no_preview", "reaper@1 declares no preview in the registry in force")
+
+
+def test_a_result_with_nul_in_its_text_is_recorded_with_it_replaced(registry_files, factory_root):
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    line = ('{"schemaVersion": "factory.command-result/v1", "outcome": "WOULD_REAP", "summary": "a\\u0000b", '
+            '"data": {"k\\u0000": ["v\\u0000"]}}')
+    command = ["{python}", "-c", f"print({line!r})", "--apply"]
+    registry_files.update("definitions/reaper@1.json", lambda d: d.update(command=command))
+    tick("2026-11-30T21:00:10Z")
+    assert previews_at("2026-11-30T21:00:12Z") == 1
+    preview = Preview.objects.get()
+    assert (preview.status, preview.summary, preview.data) == ("done", "a\ufffdb", {"k\ufffd": ["v\ufffd"]})
