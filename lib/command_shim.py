@@ -1,12 +1,13 @@
 """The command shim: a run's command never outlives the worker that started it (docs/design.md §8).
 
 ``run_command`` does not start a command itself; it starts this file as a small process
-(``python -I lib/command_shim.py --parent PID --grace S --status-fd FD -- ARGV…``) that
+(``python -I lib/command_shim.py --parent PID --grace S --status-fd FD [--nice N] -- ARGV…``) that
 
 - on Linux asks the kernel for SIGTERM when its parent (the worker thread that started
   it) dies — SIGKILL included — and makes itself a *child subreaper*, so descendants
   that double-fork out of the command's process group are re-parented to it, not to init;
-- starts the command in a session of its own (stdin, stdout and stderr inherited);
+- starts the command in a session of its own (stdin, stdout and stderr inherited), ``N``
+  steps nicer than the worker when ``--nice`` asks (a preview: it must not take CPU from ticks);
 - writes ``pid <command pid>`` (or ``error <argv0>: <reason>`` when it cannot start it)
   and finally ``exit <code>`` (negative: killed by that signal) to the status descriptor;
 - on SIGTERM, SIGINT, SIGHUP or its parent's death sends SIGTERM to the command's
@@ -136,6 +137,7 @@ def main(arguments: list[str]) -> int:
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--grace", type=float, required=True)
     parser.add_argument("--status-fd", type=int, required=True)
+    parser.add_argument("--nice", type=int, default=0, help="lower the command's CPU priority by this much")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     options = parser.parse_args(arguments)
     argv = options.argv[1:] if options.argv[:1] == ["--"] else options.argv
@@ -151,6 +153,8 @@ def main(arguments: list[str]) -> int:
     if not argv:
         status.write("error no command given\n")
         return 1
+    if options.nice:
+        os.nice(options.nice)  # the shim's own, which the command inherits
     try:
         command = subprocess.Popen(argv, start_new_session=True, preexec_fn=_command_preexec)
     except OSError as exc:

@@ -132,11 +132,13 @@ def run_command(
     stdout_cap: int,
     while_waiting: Callable[[], bool] = lambda: True,
     stdin_data: bytes | None = None,
+    nice: int = 0,
 ) -> CommandOutcome:
     """Run ``argv`` (as it is: ``run_argv`` fills a plan's placeholders) in ``run_dir`` and wait for it.
 
     ``stdin_data`` is written to the command's stdin (then closed) by a thread, so a
     command that does not read it cannot block the wait; without it stdin is empty.
+    ``nice`` (0–19) lowers the command's CPU priority: previews run at ``PREVIEW_NICE``.
 
     The command runs under ``lib/command_shim.py``, in a session of its own: it dies with
     this process whatever ends it (an exception, a signal, SIGKILL — the shim's
@@ -171,7 +173,8 @@ def run_command(
         process = subprocess.Popen(
             [
                 sys.executable, "-I", command_shim.__file__, "--parent", str(os.getpid()),
-                "--grace", str(KILL_GRACE_SECONDS), "--status-fd", str(status_write), "--", *argv,
+                "--grace", str(KILL_GRACE_SECONDS), "--status-fd", str(status_write),
+                *(["--nice", str(nice)] if nice else []), "--", *argv,
             ],
             stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -2,7 +2,7 @@
 
 A preview runs with a run's protections — its closed argv without a shell, an environment
 with no secret, its own process group killed with its worker (even a SIGKILLed one) and at
-its time-out — but as its own kind of work: no lease, no singleton or barrier, no attempt,
+its time-out — at a lower CPU priority (``PREVIEW_NICE``), and as its own kind of work: no lease, no singleton or barrier, no attempt,
 never retried. Its output goes to ``FACTORY_RUNS_DIR/previews/<preview id>/``, removed once
 the first ``PREVIEW_STDOUT_BYTES`` of it are on the row.
 """
@@ -28,6 +28,10 @@ from .previews import PREVIEW_STDOUT_BYTES, claim_preview, finish_preview
 logger = logging.getLogger(__name__)
 
 CAPTURE_NAME = "stdout.log"
+#: How much nicer than its worker a preview's command runs: on a busy host the kernel gives
+#: the CPU to ticks, intake and runs first (a burst of watched loops keeps the preview
+#: threads busy back to back).
+PREVIEW_NICE = 10
 
 
 def preview_dir(preview_id: int) -> Path:
@@ -64,7 +68,7 @@ def run_preview(preview: Preview, *, stop: threading.Event | None = None) -> dic
         outcome = run_command(
             argv, run_id=f"preview-{preview.pk}", run_dir=run_dir, capture_name=CAPTURE_NAME,
             timeout_seconds=preview.timeout_seconds, stdout_cap=settings.FACTORY_STDOUT_CAP_BYTES,
-            while_waiting=lambda: stop is None or not stop.is_set(),
+            while_waiting=lambda: stop is None or not stop.is_set(), nice=PREVIEW_NICE,
         )
     except RunDirUnwritable as exc:
         return {"status": PreviewStatus.FAILED, "reason": exc.code, "detail": exc.detail}

@@ -225,3 +225,15 @@ def test_a_result_with_nul_in_its_text_is_recorded_with_it_replaced(registry_fil
     assert previews_at("2026-11-30T21:00:12Z") == 1
     preview = Preview.objects.get()
     assert (preview.status, preview.summary, preview.data) == ("done", "a\ufffdb", {"k\ufffd": ["v\ufffd"]})
+
+
+def test_a_preview_runs_nicer_than_its_worker(registry_files, factory_root):
+    import os
+
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    line = '{"schemaVersion": "factory.command-result/v1", "outcome": "NICE", "data": {"nice": %d}}'
+    command = ["{python}", "-c", f"import os; print({line!r} % os.nice(0))", "--apply"]
+    registry_files.update("definitions/reaper@1.json", lambda d: d.update(command=command))
+    tick("2026-11-30T21:00:10Z")
+    previews_at("2026-11-30T21:00:12Z")
+    assert Preview.objects.get().data == {"nice": min(19, os.nice(0) + 10)}
