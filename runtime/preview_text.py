@@ -13,6 +13,7 @@ from lib.instants import format_instant
 from .models import Proposal, ProposalStatus
 from .preview_model import Preview, PreviewStatus
 from .registry import Definition, RegistryInvalid, store
+from .services.previews import preview_duration
 
 
 def _instant(value):
@@ -56,9 +57,6 @@ def preview_item(proposal: Proposal, *, waiting: Callable[[], int]) -> dict | No
             "detail": f"not previewed: {waiting()} waiting; ask for a preview to queue one" if pending
             else "not previewed before it was decided",
         }
-    duration = None
-    if preview.started_at and preview.finished_at:
-        duration = round((preview.finished_at - preview.started_at).total_seconds(), 3)
     return {
         "status": preview.status,
         "reason": preview.reason,
@@ -68,7 +66,7 @@ def preview_item(proposal: Proposal, *, waiting: Callable[[], int]) -> dict | No
         "data": preview.data,
         "stdout": preview.stdout or None,
         "exitCode": preview.exit_code,
-        "durationSeconds": duration,
+        "durationSeconds": preview_duration(preview),
         "requestedAt": _instant(preview.requested_at),
         "requestedBy": preview.requested_by.get_username() if preview.requested_by else None,
         "startedAt": _instant(preview.started_at),

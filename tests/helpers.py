@@ -1,6 +1,10 @@
-"""Small helpers the tests share: the slot loop at a named instant, the worker's queue, injected events,
-many loops at once, the keyed example's customers and a ship-apply request."""
+"""Small helpers the tests share: the slot loop at a named instant, the worker's queue, the preview
+threads' queue, injected events, many loops at once, the keyed example's customers, a ship-apply
+request and a factory root with stale claims."""
 
+import json
+import shutil
+from pathlib import Path
 from unittest import mock
 
 import time_machine
@@ -9,6 +13,7 @@ from ops.slot_loop import iterate
 from runtime.models import ACTIVE_RUN_STATUSES, Door, Run, RunStatus
 from runtime.services.admission import admit_event
 from runtime.services.execution import work_one
+from runtime.services.preview_execution import preview_one
 
 from .conftest import at
 
@@ -98,3 +103,28 @@ def nightly_overlay(entry: str, name: str = "nightly") -> str:
 #: What an approval journals of a reaper proposal's preview that no preview thread has run yet
 #: (``Preview.seen``): the reaper declares a preview, and the tests' runtime runs no worker.
 PREVIEW_WAITING = {"status": "pending", "reason": "", "outcome": "", "summary": "", "finishedAt": None}
+
+
+#: The example factory's scripts: the reaper, the claim writer.
+EXAMPLE_ORCHESTRATOR = Path(__file__).resolve().parents[1] / "examples" / "factory" / "orchestrator"
+
+
+def factory_root(root: Path, stale: tuple[str, ...] = ("T-7",)) -> Path:
+    """A factory root at ``root``: the example's scripts and a claim of each ticket in ``stale``
+    whose last heartbeat was 2026-11-30T18:00:00Z (stale for the reaper from 20:00Z on)."""
+    shutil.copytree(EXAMPLE_ORCHESTRATOR, root / "orchestrator")
+    (root / "claims").mkdir(parents=True)
+    for ticket in stale:
+        (root / "claims" / f"{ticket}.json").write_text(json.dumps(
+            {"ticket": ticket, "owner": "agent-3", "heartbeatAt": "2026-11-30T18:00:00Z"}))
+    return root
+
+
+def run_previews(instant: str, worker: str = "test-worker") -> int:
+    """Run every waiting preview, as a worker's preview thread would, with the database's clock
+    pinned at ``instant``; returns how many ran."""
+    count = 0
+    with mock.patch("runtime.services.preview_execution.database_now", lambda: at(instant)):
+        while preview_one(worker=worker):
+            count += 1
+    return count

@@ -1,8 +1,5 @@
 """Previews: a watched mutating command's dry run for the person deciding (docs/design.md §8, Previews)."""
 
-import json
-import shutil
-from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -11,36 +8,21 @@ from runtime.models import JournalEntry, Proposal, Run
 from runtime.preview_model import Preview
 from runtime.registry import store
 from runtime.services.approval import approve_proposal
-from runtime.services.preview_execution import preview_one
 from runtime.services.previews import PreviewRefused, claim_preview, request_preview
 from tests.conftest import at
-from tests.helpers import finish_active_runs, many_loops, tick, work_all
+from tests.helpers import factory_root as planted
+from tests.helpers import finish_active_runs, many_loops, run_previews, tick, work_all
 
 pytestmark = pytest.mark.django_db
 
 WATCHED_REAPER = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n"
-EXAMPLE_ROOT = Path(__file__).resolve().parents[2] / "examples" / "factory"
 
 
 @pytest.fixture
 def factory_root(settings, tmp_path):
-    """A factory root of the tests' own, with the example's scripts and a claim of T-7 stale since 2026-11-30T18:00Z."""
-    root = tmp_path / "factory-root"
-    shutil.copytree(EXAMPLE_ROOT / "orchestrator", root / "orchestrator")
-    (root / "claims").mkdir()
-    (root / "claims" / "T-7.json").write_text(json.dumps(
-        {"ticket": "T-7", "owner": "agent-3", "heartbeatAt": "2026-11-30T18:00:00Z"}))
-    settings.FACTORY_ROOT = root
-    return root
-
-
-def previews_at(instant: str, worker: str = "test-worker") -> int:
-    """Run every waiting preview with the database's clock pinned at ``instant``; returns how many ran."""
-    count = 0
-    with mock.patch("runtime.services.preview_execution.database_now", lambda: at(instant)):
-        while preview_one(worker=worker):
-            count += 1
-    return count
+    """A factory root of the tests' own with a claim of T-7 stale since 2026-11-30T18:00Z."""
+    settings.FACTORY_ROOT = planted(tmp_path / "factory-root")
+    return settings.FACTORY_ROOT
 
 
 def test_a_watched_reaper_proposal_is_previewed_and_the_claim_stays_where_it_is(registry_files, factory_root):
@@ -51,7 +33,7 @@ def test_a_watched_reaper_proposal_is_previewed_and_the_claim_stays_where_it_is(
     assert (waiting.proposal_id, waiting.status, waiting.timeout_seconds, waiting.requested_by) == (
         proposal.pk, "pending", 60, None)
     assert waiting.argv == proposal.plan["argv"][:-1] and proposal.plan["argv"][-1] == "--apply"
-    assert previews_at("2026-11-30T21:00:12Z") == 1
+    assert run_previews("2026-11-30T21:00:12Z") == 1
 
     preview = Preview.objects.get()
     assert (preview.status, preview.outcome, preview.summary, preview.exit_code, preview.reason) == (
@@ -74,7 +56,7 @@ def test_a_watched_reaper_proposal_is_previewed_and_the_claim_stays_where_it_is(
 def test_an_approval_journals_the_preview_its_approver_saw(registry_files, factory_root, approver):
     registry_files.write_config("schedule.yaml", WATCHED_REAPER)
     tick("2026-11-30T21:00:10Z")
-    previews_at("2026-11-30T21:00:12Z")
+    run_previews("2026-11-30T21:00:12Z")
     proposal = Proposal.objects.get()
     approve_proposal(proposal.pk, user=approver, now=at("2026-11-30T21:01:00Z"))
     assert JournalEntry.objects.get(action="proposal_approved").data == {"via": "admin", "preview": {
@@ -97,7 +79,7 @@ def test_only_the_newest_pending_proposal_of_a_loop_is_previewed(registry_files,
         ("not-previewed", "newer_proposal", at("2026-11-30T23:00:10Z")),
         ("pending", "", None),
     ]
-    assert previews_at("2026-11-30T23:00:12Z") == 1
+    assert run_previews("2026-11-30T23:00:12Z") == 1
     assert Preview.objects.filter(status="done").get().proposal_id == Proposal.objects.order_by("id").last().pk
 
 
@@ -115,7 +97,7 @@ def test_a_preview_of_a_proposal_decided_first_is_dropped_and_never_runs(registr
     registry_files.write_config("schedule.yaml", WATCHED_REAPER)
     tick("2026-11-30T21:00:10Z")
     approve_proposal(Proposal.objects.get().pk, user=approver, now=at("2026-11-30T21:00:20Z"))
-    assert previews_at("2026-11-30T21:00:30Z") == 0
+    assert run_previews("2026-11-30T21:00:30Z") == 0
     preview = Preview.objects.get()
     assert (preview.status, preview.reason, preview.finished_at) == (
         "not-previewed", "decided_first", at("2026-11-30T21:00:30Z"))
@@ -140,7 +122,7 @@ def test_a_preview_past_its_time_out_is_killed_and_shown_failed(registry_files, 
     slow = ["{python}", "-c", "import sys, time; time.sleep(30 if '--apply' not in sys.argv else 0)", "--apply"]
     registry_files.update("definitions/reaper@1.json", lambda d: d.update(command=slow, previewTimeoutSeconds=1))
     tick("2026-11-30T21:00:10Z")
-    assert previews_at("2026-11-30T21:00:12Z") == 1
+    assert run_previews("2026-11-30T21:00:12Z") == 1
     preview = Preview.objects.get()
     assert (preview.status, preview.reason, preview.detail, preview.outcome) == (
         "failed", "timeout", "killed at its time-out of 1 s", "")
@@ -168,7 +150,7 @@ def test_a_person_asks_again_journaled_with_their_name_at_most_every_10_s(regist
     with pytest.raises(PreviewRefused) as waiting:
         request_preview(proposal.pk, user=approver, now=at("2026-11-30T21:00:11Z"), registry=registry)
     assert (waiting.value.code, waiting.value.status) == ("preview_in_progress", 409)
-    previews_at("2026-11-30T21:00:12Z")
+    run_previews("2026-11-30T21:00:12Z")
 
     again = request_preview(proposal.pk, user=approver, now=at("2026-11-30T21:00:15Z"), registry=registry, via="cli",
                             os_user="root")
@@ -177,7 +159,7 @@ def test_a_person_asks_again_journaled_with_their_name_at_most_every_10_s(regist
     entry = JournalEntry.objects.get(action="proposal_preview_requested")
     assert (entry.actor, entry.actor_name, entry.proposal_id, entry.data) == (
         "operator", "alice", proposal.pk, {"via": "cli", "osUser": "root"})
-    previews_at("2026-11-30T21:00:16Z")
+    run_previews("2026-11-30T21:00:16Z")
     assert JournalEntry.objects.filter(action="proposal_previewed").order_by("id").last().data["requestedBy"] == "alice"
 
     with pytest.raises(PreviewRefused) as soon:
@@ -222,7 +204,7 @@ def test_a_result_with_nul_in_its_text_is_recorded_with_it_replaced(registry_fil
     command = ["{python}", "-c", f"print({line!r})", "--apply"]
     registry_files.update("definitions/reaper@1.json", lambda d: d.update(command=command))
     tick("2026-11-30T21:00:10Z")
-    assert previews_at("2026-11-30T21:00:12Z") == 1
+    assert run_previews("2026-11-30T21:00:12Z") == 1
     preview = Preview.objects.get()
     assert (preview.status, preview.summary, preview.data) == ("done", "a\ufffdb", {"k\ufffd": ["v\ufffd"]})
 
@@ -235,5 +217,5 @@ def test_a_preview_runs_nicer_than_its_worker(registry_files, factory_root):
     command = ["{python}", "-c", f"import os; print({line!r} % os.nice(0))", "--apply"]
     registry_files.update("definitions/reaper@1.json", lambda d: d.update(command=command))
     tick("2026-11-30T21:00:10Z")
-    previews_at("2026-11-30T21:00:12Z")
+    run_previews("2026-11-30T21:00:12Z")
     assert Preview.objects.get().data == {"nice": min(19, os.nice(0) + 10)}

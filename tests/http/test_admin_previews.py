@@ -1,9 +1,6 @@
 """Previews in the inbox: the proposal's page, the confirmation, the list's "would do" and
 "Preview again" (docs/web.md, "Previews")."""
 
-import json
-import shutil
-from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -12,30 +9,22 @@ from django.urls import reverse
 
 from runtime.models import JournalEntry, Proposal
 from runtime.preview_model import Preview
-from runtime.services.preview_execution import preview_one
 from tests.conftest import at
-from tests.helpers import tick
+from tests.helpers import factory_root, run_previews, tick
 
 pytestmark = pytest.mark.django_db
 
 WATCHED_REAPER = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n"
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "factory" / "orchestrator"
 DESCRIPTION = "Moves claim files whose heartbeat is older than the stale limit to claims/reaped/."
 
 
 @pytest.fixture
 def proposal(registry_files, settings, tmp_path):
     """A pending reaper proposal whose preview found T-7 stale; the database's clock says 21:00:12Z then."""
-    root = tmp_path / "root"
-    shutil.copytree(EXAMPLE, root / "orchestrator")
-    (root / "claims").mkdir()
-    (root / "claims" / "T-7.json").write_text(json.dumps(
-        {"ticket": "T-7", "owner": "agent-3", "heartbeatAt": "2026-11-30T18:00:00Z"}))
-    settings.FACTORY_ROOT = root
+    settings.FACTORY_ROOT = factory_root(tmp_path / "root")
     registry_files.write_config("schedule.yaml", WATCHED_REAPER)
     tick("2026-11-30T21:00:10Z")
-    with mock.patch("runtime.services.preview_execution.database_now", lambda: at("2026-11-30T21:00:12Z")):
-        assert preview_one(worker="w")
+    assert run_previews("2026-11-30T21:00:12Z") == 1
     return Proposal.objects.get()
 
 
@@ -106,8 +95,7 @@ def test_with_htmx_asking_again_answers_the_block_which_polls_while_the_preview_
     assert 'hx-trigger="every 2s"' in block and "Preview again</button>" not in block
     refused = client.post(again_url, headers={"HX-Request": "true"}).content.decode()
     assert f"Not asked: proposal {proposal.pk}&#x27;s preview is pending." in refused
-    with mock.patch("runtime.services.preview_execution.database_now", lambda: at("2026-11-30T21:00:20Z")):
-        preview_one(worker="w")
+    run_previews("2026-11-30T21:00:20Z")
     done = client.get(reverse("admin:runtime_proposal_preview", args=[proposal.pk])).content.decode()
     assert 'data-preview-status="done"' in done and "hx-trigger" not in done
 

@@ -3,7 +3,6 @@
 
 import json
 from io import StringIO
-from unittest import mock
 
 import pytest
 from django.core.management import call_command
@@ -12,9 +11,8 @@ from django.test import Client
 from ops.api.tokens import create_token
 from runtime.models import JournalEntry, Proposal
 from runtime.preview_model import Preview
-from runtime.services.preview_execution import preview_one
 from tests.conftest import at
-from tests.helpers import tick
+from tests.helpers import factory_root, run_previews, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -28,16 +26,10 @@ REAPER_DESCRIPTION = ("Moves claim files whose heartbeat is older than the stale
 def proposal(registry_files, settings, tmp_path):
     """A pending reaper proposal whose preview ran at 21:00:12Z (a root without claims: nothing to reap)."""
     settings.FACTORY_API_TOKEN = SHARED
-    root = tmp_path / "root"
-    (root / "claims").mkdir(parents=True)
-    (root / "orchestrator").mkdir()
-    (root / "orchestrator" / "reaper.py").write_text(
-        (settings.BASE_DIR / "examples" / "factory" / "orchestrator" / "reaper.py").read_text())
-    settings.FACTORY_ROOT = root
+    settings.FACTORY_ROOT = factory_root(tmp_path / "root", stale=())
     registry_files.write_config("schedule.yaml", WATCHED_REAPER)
     tick("2026-11-30T21:00:10Z")
-    with mock.patch("runtime.services.preview_execution.database_now", lambda: at("2026-11-30T21:00:12Z")):
-        assert preview_one(worker="w")
+    assert run_previews("2026-11-30T21:00:12Z") == 1
     return Proposal.objects.get()
 
 
