@@ -46,6 +46,8 @@ KNOB_MINIMUMS = {
     "FACTORY_STOP_GRACE_SECONDS": (0, "how long a stopping worker lets its current run go on"),
     "FACTORY_STDOUT_CAP_BYTES": (1024, "a run's result line must fit in its captured output"),
     "FACTORY_HTTP_READ_SECONDS": (1, "a request must have time to arrive; only slow clients should run out of it"),
+    "FACTORY_EARN_WINDOW_DAYS": (7, "spec §6: a loop earns auto by being watched for a week; a setting may ask for longer, never less"),
+    "FACTORY_EARN_MIN_RUNS": (10, "the fewest runs a person approves before a loop earns auto; a setting may ask for more, never fewer"),
 }
 
 
