@@ -114,7 +114,8 @@ def earning_report(registry: Registry, name: str, *, since: datetime, now: datet
     ``not-earned``, ``not-allowed`` or ``already-auto`` (``ops.earning_evidence``);
     ``autoAllowed`` and ``why`` say whether the registry's rules *permit* ``auto`` (not that it
     was earned); ``diff`` is the registry change that flips the loop, only when ``earned``
-    (else null). A constant number of queries whatever the history's size, each on the loop's
+    (else null; null too if the loop's entry in the kernel file is not written as
+    ``kernel_flip_diff`` expects). A constant number of queries whatever the history's size, each on the loop's
     own rows. Raises KeyError for a loop not in ``registry``.
     """
     loop = registry.loops[name]
