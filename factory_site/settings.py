@@ -263,6 +263,12 @@ FACTORY_ARCHIVE_DIR = Path(env.str("FACTORY_ARCHIVE_DIR", default=str(VAR_DIR / 
 FACTORY_RETENTION_DAYS = env.int("FACTORY_RETENTION_DAYS", default=90)
 #: The window of the recent-activity figures of /metrics, in seconds (ops.metrics).
 FACTORY_METRICS_WINDOW_SECONDS = env.int("FACTORY_METRICS_WINDOW_SECONDS", default=3600)
+#: What a watched loop must show before ``schedule report`` says it earned auto: a window of at
+#: least this many days, and at least this many runs approved by a person and succeeded (twice
+#: that for a mutating definition). Floors 7 and 10: a setting may tighten them, never loosen
+#: them (``runtime.E003``; docs/schedules.md, "Earning auto").
+FACTORY_EARN_WINDOW_DAYS = env.int("FACTORY_EARN_WINDOW_DAYS", default=7)
+FACTORY_EARN_MIN_RUNS = env.int("FACTORY_EARN_MIN_RUNS", default=10)
 FACTORY_AGENT_COMMAND = env.str("FACTORY_AGENT_COMMAND", default="")
 # The demo and tests: plan every agent definition with the fake adapter (docs/design.md §8).
 FACTORY_FAKE_AGENTS = env.bool("FACTORY_FAKE_AGENTS", default=False)

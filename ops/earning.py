@@ -3,9 +3,10 @@
 Spec §6's path from watched to auto is: watch the loop for a while, read its run history,
 then flip it in a reviewable commit. ``earning_report`` reads that history over a window —
 slots, planning outcomes, proposals and how they were decided, runs and their durations —
-says whether ``auto`` is allowed for the loop at all, and for a kernel loop gives the
-exact diff of ``registry/schedules.json`` that flips it. Nothing here changes a loop's
-approval: ``auto`` stays a tracked registry declaration (docs/design.md §4).
+judges it against the criteria of ``ops.earning_evidence`` (a ``verdict`` and its
+``evidence``), and only for a loop that earned ``auto`` gives the exact diff of
+``registry/schedules.json`` that flips it. Nothing here changes a loop's approval: ``auto``
+stays a tracked registry declaration (docs/design.md §4).
 """
 
 import difflib
@@ -15,6 +16,7 @@ import statistics
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from django.conf import settings
 from django.db.models import Count
 
 from lib.cadence import CadenceError, parse_every
@@ -22,10 +24,16 @@ from lib.instants import InstantError, format_instant, parse_instant
 from runtime.models import Door, Event, Proposal, Run, RunStatus
 from runtime.registry import Registry
 
+from .earning_evidence import EARNED, criteria, earn_window, gather, verdict
+
 #: The kernel registry file a diff is written against, as a path in the repository.
 KERNEL_FILE = "registry/schedules.json"
-#: The window a report covers when none is asked for: spec §6's "watched for a week".
-DEFAULT_WINDOW = "7d"
+
+
+def default_window() -> str:
+    """The window a report covers when none is asked for: spec §6's "watched for a week", or
+    the longer ``FACTORY_EARN_WINDOW_DAYS``, as a span (``7d``)."""
+    return f"{settings.FACTORY_EARN_WINDOW_DAYS}d"
 
 
 class WindowError(ValueError):
@@ -54,7 +62,8 @@ def _counts(queryset, field: str) -> dict[str, int]:
 
 
 def auto_verdict(registry: Registry, name: str) -> tuple[bool, str]:
-    """``(allowed, why)``: whether a registry declaration may make this loop ``auto``. Pure."""
+    """``(allowed, why)``: whether the registry's rules *permit* this loop to be ``auto`` (not
+    whether it earned it: ``ops.earning_evidence``), and, when not, what would have to change. Pure."""
     loop = registry.loops[name]
     event_type = registry.event_types.get(loop.event_type)
     if loop.approval == "auto":
@@ -71,7 +80,7 @@ def auto_verdict(registry: Registry, name: str) -> tuple[bool, str]:
             f"a repo loop is a repoLoops template in {KERNEL_FILE}: flipping it flips the loop of every repo in "
             "config/repos.yaml; change the template in a reviewed commit only if every repo has earned it"
         )
-    return True, f"flip it in {KERNEL_FILE} with the diff below, in a reviewed commit"
+    return True, f"a kernel loop: {KERNEL_FILE} may declare it auto, in a reviewed commit"
 
 
 def kernel_flip_diff(registry_dir: Path, name: str) -> str:
@@ -100,8 +109,14 @@ def earning_report(registry: Registry, name: str, *, since: datetime, now: datet
 
     ``{loop, approval, since, until, slots, planning: {outcome: n}, noopReasons: {reason: n},
     proposals: {status: n}, decidedBy: {username: n}, runs: {status: n}, durationSeconds:
-    {median, worst} (finished runs), mutating, autoAllowed, why, diff}``. A constant number
-    of queries, each on the loop's own rows. Raises KeyError for a loop not in ``registry``.
+    {median, worst} (finished runs), mutating, verdict, evidence: [{criterion, required,
+    observed, met, detail}], autoAllowed, why, diff}``: ``verdict`` is ``earned``,
+    ``not-earned``, ``not-allowed`` or ``already-auto`` (``ops.earning_evidence``);
+    ``autoAllowed`` and ``why`` say whether the registry's rules *permit* ``auto`` (not that it
+    was earned); ``diff`` is the registry change that flips the loop, only when ``earned``
+    (else null; null too if the loop's entry in the kernel file is not written as
+    ``kernel_flip_diff`` expects). A constant number of queries whatever the history's size, each on the loop's
+    own rows. Raises KeyError for a loop not in ``registry``.
     """
     loop = registry.loops[name]
     event_type = registry.event_types.get(loop.event_type)
@@ -116,9 +131,9 @@ def earning_report(registry: Registry, name: str, *, since: datetime, now: datet
         ).values_list("started_at", "finished_at")
     ]
     allowed, why = auto_verdict(registry, name)
-    diff = ""
-    if allowed and loop.approval != "auto" and loop.source == "kernel":
-        diff = kernel_flip_diff(registry_dir, name)
+    evidence = criteria(registry, name, gather([name], since=since, now=now)[name], allowed=(allowed, why), since=since, now=now)
+    judged = verdict(loop.approval, evidence)
+    diff = (kernel_flip_diff(registry_dir, name) or None) if judged == EARNED else None
     return {
         "loop": name,
         "approval": loop.approval,
@@ -136,7 +151,22 @@ def earning_report(registry: Registry, name: str, *, since: datetime, now: datet
             "worst": round(max(took), 1) if took else None,
         },
         "mutating": definition.mutating if definition else None,
+        "verdict": judged,
+        "evidence": [c.as_json() for c in evidence],
         "autoAllowed": allowed,
         "why": why,
         "diff": diff,
+    }
+
+
+def earned_loops(registry: Registry, names: list[str], *, now: datetime) -> set[str]:
+    """Which of the loops ``names`` have earned ``auto`` over the last ``FACTORY_EARN_WINDOW_DAYS``
+    days (the dashboard's mark): the report's verdict, with the facts of every loop read at
+    once (``gather``: a constant number of queries; none when no loop could earn it)."""
+    since = earn_window(now)
+    candidates = [name for name in names if registry.loops[name].approval != "auto" and auto_verdict(registry, name)[0]]
+    facts = gather(candidates, since=since, now=now)
+    return {
+        name for name in candidates
+        if verdict(registry.loops[name].approval, criteria(registry, name, facts[name], allowed=(True, ""), since=since, now=now)) == EARNED
     }

@@ -3,6 +3,7 @@
 
 from lib.text_table import format_table
 
+from .earning_evidence import VERDICT_WORDS
 from .paging import PAGE_SIZE
 
 
@@ -130,8 +131,27 @@ def _tally(counts: dict) -> str:
     return ", ".join(f"{key} {n}" for key, n in sorted(counts.items())) or "none"
 
 
+def scalar_text(value) -> str:
+    """A JSON scalar of the evidence in words: ``yes``/``no`` for booleans, ``none`` for null."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def evidence_text(evidence: list[dict]) -> str:
+    """The evidence of a verdict as a table: each criterion, required, observed, met, detail."""
+    return format_table(
+        ["CRITERION", "REQUIRED", "OBSERVED", "MET", "DETAIL"],
+        [[c["criterion"], scalar_text(c["required"]), scalar_text(c["observed"]), "yes" if c["met"] else "no", c["detail"]]
+         for c in evidence],
+    )
+
+
 def report_text(document: dict) -> str:
-    """The earning report (``ops.earning.earning_report``) as labelled lines, then the diff."""
+    """The earning report (``ops.earning.earning_report``) as labelled lines, the verdict and its
+    evidence, then the diff (only for ``earned``)."""
     took = document["durationSeconds"]
     lines = [
         f"loop {document['loop']} ({document['approval']}, {document['source']}), "
@@ -144,7 +164,10 @@ def report_text(document: dict) -> str:
         f"runs: {_tally(document['runs'])}",
         "run duration: " + (f"median {took['median']} s, worst {took['worst']} s" if took["median"] is not None else "no finished run"),
         "mutating: " + {True: "yes", False: "no", None: "unknown"}[document["mutating"]],
-        f"auto allowed: {'yes' if document['autoAllowed'] else 'no'}: {document['why']}",
+        f"auto permitted by the registry's rules: {'yes' if document['autoAllowed'] else 'no'}: {document['why']}",
+        f"verdict: {document['verdict']}: {VERDICT_WORDS[document['verdict']]}",
+        "",
+        evidence_text(document["evidence"]),
     ]
     text = "\n".join(lines)
     return text + "\n\n" + document["diff"].rstrip("\n") if document["diff"] else text

@@ -1,8 +1,8 @@
-"""Routes of the operator's pages (docs/web.md): ``/``, the dashboard and its table, a loop's page.
+"""Routes of the operator's pages (docs/web.md): ``/``, the dashboard and its table, a loop's page and its live part.
 
 The pages are the admin's: ``admin.site.admin_view`` sends anyone without a staff session
-to the admin's login (with ``next``) and keeps them out of caches. The table the dashboard
-polls answers 403 instead: a poll after the session ended must not swap the login page into
+to the admin's login (with ``next``) and keeps them out of caches. The parts the pages
+poll (the dashboard's table, a loop's live part) answer 403 instead: a poll after the session ended must not swap the login page into
 the dashboard (htmx swaps no error answer).
 """
 
@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET
 
 from .web.dashboard import dashboard, dashboard_table
 from .web.home import home
-from .web.loop_page import loop_page
+from .web.loop_page import loop_live, loop_page
 
 app_name = "web"
 
@@ -39,4 +39,5 @@ urlpatterns = [
     path("dashboard/", staff_page(dashboard), name="dashboard"),
     path("dashboard/table/", staff_fragment(dashboard_table), name="dashboard-table"),
     path("loops/<str:name>/", staff_page(loop_page), name="loop"),
+    path("loops/<str:name>/live/", staff_fragment(loop_live), name="loop-live"),
 ]

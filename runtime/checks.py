@@ -48,6 +48,8 @@ KNOB_MINIMUMS = {
     "FACTORY_HTTP_READ_SECONDS": (1, "a request must have time to arrive; only slow clients should run out of it"),
     "FACTORY_PREVIEW_QUEUE": (0, "a count of waiting previews (0: previews only when a person asks)"),
     "FACTORY_PREVIEW_MAX_AGE_SECONDS": (1, "the age past which a preview is called stale"),
+    "FACTORY_EARN_WINDOW_DAYS": (7, "spec §6: a loop earns auto by being watched for a week; a setting may ask for longer, never less"),
+    "FACTORY_EARN_MIN_RUNS": (10, "the fewest runs a person approves before a loop earns auto; a setting may ask for more, never fewer"),
 }
 
 

@@ -1,7 +1,7 @@
 """Schedule bookkeeping: derived data about loops; the events table stays the truth (docs/design.md §5)."""
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, TextChoices
 
 
 class ScheduleState(models.Model):
@@ -169,3 +169,40 @@ class KeyedEventApplied(models.Model):
 
     def __str__(self) -> str:
         return f"{self.loop}: event {self.event_id}"
+
+
+class LoopChangeKind(TextChoices):
+    """What a ``LoopChange`` records: the slot loop saw the loop turned on (first seen, or
+    re-enabled) or off (disabled or removed). A pause (``schedule pause``, not built yet)
+    will add its own pair of kinds here, recorded the same way: the earning report reads a
+    loop as watched only between an ``enabled`` change and the next change of any other kind."""
+
+    ENABLED = "enabled"
+    DISABLED = "disabled"
+
+
+class LoopChange(models.Model):
+    """One change of a loop's enabled state, as the slot loop saw it: append-only history
+    behind ``ScheduleState.enabled`` (which only says how the loop stands now).
+
+    Written by the state sync (``schedules.state.sync_registry``) in the transaction that marks
+    the loop disabled or sees it (re-)enabled, at the iteration's ``now`` (the database's
+    clock). The earning report reads it to tell whether a loop was watched through its whole
+    window (docs/schedules.md, "Earning auto"). A loop's history starts when the slot loop
+    first saw it; migration 0008 seeded each enabled loop with one ``enabled`` change at its
+    ``enabledSince``.
+    """
+
+    loop = models.CharField(max_length=63)
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=16, choices=LoopChangeKind.choices)
+
+    class Meta:
+        ordering = ["loop", "at", "id"]
+        indexes = [
+            # The earning report's and the dashboard's reads: a loop's changes up to an instant.
+            models.Index(fields=["loop", "at", "id"], name="loop_change_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.loop} {self.kind} at {self.at}"

@@ -4,7 +4,8 @@
 written in the transactions that admit ticks. Keeping every write here keeps its rules
 in one place: a last slot only moves forward, a loop seen disabled is marked so that
 re-enabling it does not replay the slots it missed, and ``enabledSince`` is when the
-slot loop last saw the loop turned on.
+slot loop last saw the loop turned on. Each such turn is also kept as a ``LoopChange`` row,
+written by the sync in the same transaction (the earning report reads that history).
 """
 
 import hashlib
@@ -13,14 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import DateTimeField, Q
+from django.db.models import DateTimeField, Max, Q
 
 from lib.calendar import loop_rule
 from lib.json_text import canonical_json
 from runtime.registry import Loop, Registry
 from runtime.services.bulk_rows import recordset, stored_instant
 
-from .models import ScheduleState, ScheduleSync
+from .models import LoopChange, LoopChangeKind, ScheduleState, ScheduleSync
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +86,11 @@ def sync_registry(registry: Registry, now: datetime) -> None:
     """Bring every state in line with ``registry`` at ``now``: mark the disabled and removed
     loops, create the rows of loops seen for the first time, and recompute every
     ``next_due`` that differs. Reads every row: ``ensure_synced`` runs it when the loops
-    change, not every iteration."""
+    change, not every iteration. Every loop it sees turned off or on gets a ``LoopChange`` at
+    ``now`` (call it in a transaction: ``ensure_synced`` does)."""
     states = read_states()
-    record_disabled(registry, states)
+    record_reenabled(registry, states, now)
+    record_disabled(registry, states, now)
     record_first_seen(registry, states, now)
     if any(name not in states for name, loop in registry.loops.items() if loop.enabled):
         states = read_states()
@@ -141,15 +144,16 @@ class Advance:
     fresh: bool
 
 
-def record_disabled(registry: Registry, states: dict[str, ScheduleState]) -> None:
-    """Mark loops disabled (or gone) so that re-enabling them does not replay missed slots;
-    ``states`` is updated in place."""
+def record_disabled(registry: Registry, states: dict[str, ScheduleState], now: datetime) -> None:
+    """Mark loops disabled (or gone) so that re-enabling them does not replay missed slots,
+    each with a ``disabled`` change at ``now``; ``states`` is updated in place."""
     stale = [
         name for name, state in states.items()
         if state.enabled and (name not in registry.loops or not registry.loops[name].enabled)
     ]
     if stale:
         ScheduleState.objects.filter(loop__in=stale, enabled=True).update(enabled=False)
+        LoopChange.objects.bulk_create([LoopChange(loop=name, at=now, kind=LoopChangeKind.DISABLED) for name in stale])
         for name in stale:
             states[name].enabled = False
             logger.info("loop %s is disabled; its ticks stop", name, extra={"action": "loop_disabled", "loop": name})
@@ -168,6 +172,23 @@ def record_first_seen(registry: Registry, states: dict[str, ScheduleState], now:
     ]
     if new:
         ScheduleState.objects.bulk_create(new, ignore_conflicts=True)
+        LoopChange.objects.bulk_create([LoopChange(loop=s.loop, at=now, kind=LoopChangeKind.ENABLED) for s in new])
+
+
+def record_reenabled(registry: Registry, states: dict[str, ScheduleState], now: datetime) -> None:
+    """An ``enabled`` change at ``now`` for each loop enabled in ``registry`` whose state is
+    still marked disabled, unless its last change already says so. The state itself stays
+    disabled until the loop fires fresh (``advance_loops``, ``keyed_states``), so a second
+    sync before that tick must not record the turn twice: one query over those loops' last
+    changes."""
+    back = [name for name, state in states.items() if not state.enabled and name in registry.loops and registry.loops[name].enabled]
+    if not back:
+        return
+    last = LoopChange.objects.filter(loop__in=back).values("loop").annotate(last=Max("id")).values("last")
+    already = set(LoopChange.objects.filter(id__in=last, kind=LoopChangeKind.ENABLED).values_list("loop", flat=True))
+    LoopChange.objects.bulk_create([
+        LoopChange(loop=name, at=now, kind=LoopChangeKind.ENABLED) for name in back if name not in already
+    ])
 
 
 def advance_loops(advances: list[Advance], now: datetime) -> None:

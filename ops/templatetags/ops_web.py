@@ -5,6 +5,7 @@ from django import template
 from runtime.admin.common import between, instant
 from runtime.models import Proposal, ProposalStatus
 
+from ..schedule_text import scalar_text
 from ..web import words
 
 register = template.Library()
@@ -26,6 +27,12 @@ def took(start, end):
 def tally(counts):
     """``{"approved": 3}`` as ``approved 3`` (``none`` when empty)."""
     return words.tally(counts or {})
+
+
+@register.filter
+def json_scalar(value):
+    """A required or observed value of the earning report's evidence: ``yes``/``no``, ``none``, else as is."""
+    return scalar_text(value)
 
 
 @register.inclusion_tag("ops/_admin_links.html")

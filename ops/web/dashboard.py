@@ -4,7 +4,8 @@ banner; it refreshes itself through the table fragment (docs/web.md, "The dashbo
 A page costs the same number of queries whatever the number of loops: the doctor's
 document (``ops.doctor.collect_status``, a constant number), the late loops
 (``ops.web.badges.late_loops``), then only the page's loops through ``schedules_overview``
-and the pending count. The ordering is arithmetic on the loops in question only: the
+and the pending count, and which of the page's loops earned ``auto`` (``ops.earning.earned_loops``:
+a constant number of grouped queries for the page, none when no loop on it could earn it). The ordering is arithmetic on the loops in question only: the
 problems are sorted, the rest is the registry's names in order (``schedules.names.loop_index``),
 walked up to the page.
 """
@@ -25,6 +26,7 @@ from schedules.names import loop_index
 from schedules.overview import schedules_overview
 
 from ..doctor import collect_status
+from ..earning import earned_loops
 from . import words
 from .badges import doctor_flags, expired_lease_loops, late_loops, loop_badges, rank
 
@@ -74,7 +76,8 @@ def ranked_names(registry: Registry, flags: dict[str, list[str]], late: set[str]
 def dashboard_context(request) -> dict:
     """What the dashboard and its fragment render: ``status`` (the doctor's document), ``banner``,
     ``rows`` (the page's loops, problems first), ``page`` (a Django page of loop names),
-    ``pending`` (every pending proposal), ``inbox_url`` and ``refresh_seconds`` (``REFRESH_SECONDS``)."""
+    ``pending`` (every pending proposal), ``inbox_url`` and ``refresh_seconds`` (``REFRESH_SECONDS``).
+    A row's ``earned`` says the loop earned ``auto`` over the last ``FACTORY_EARN_WINDOW_DAYS`` days."""
     started = time.monotonic()
     now = clock.database_now()
     status = collect_status(now=now)
@@ -87,7 +90,8 @@ def dashboard_context(request) -> dict:
     ordered = ranked_names(registry, flags, late) if registry else RankedNames([], (), ())
     page = Paginator(ordered, PAGE_SIZE).get_page(request.GET.get("page"))
     views = {view.loop.name: view for view in schedules_overview(registry, now=now, names=list(page))} if page else {}
-    rows = [_row(views[name], loop_badges(registry.loops[name], flags, late)) for name in page]
+    earned = earned_loops(registry, list(page), now=now) if page else set()
+    rows = [_row(views[name], loop_badges(registry.loops[name], flags, late), name in earned) for name in page]
     return {
         "now": now,
         "status": status,
@@ -101,12 +105,13 @@ def dashboard_context(request) -> dict:
     }
 
 
-def _row(view, badges: list[str]) -> dict:
+def _row(view, badges: list[str], earned: bool) -> dict:
     loop = view.loop
     return {
         "name": loop.name,
         "cadence": words.cadence(loop),
         "approval": loop.approval,
+        "earned": earned,
         "enabled": loop.enabled,
         "source": loop.source,
         "overrides": ", ".join(loop.overrides),

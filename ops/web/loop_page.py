@@ -2,13 +2,20 @@
 report over a chosen window (docs/web.md, "A loop's page"; ``ops.earning``).
 
 ``?since=7d`` (a span in the cadence grammar, or a past RFC 3339 instant) sets the report's
-window, default ``ops.earning.DEFAULT_WINDOW``; a bad one is said on the page. ``?before=ID``
-pages the timeline. An unknown loop is a 404 page.
+window, default ``ops.earning.default_window()``; a bad one is said on the page. ``?before=ID``
+pages the timeline. An unknown loop is a 404 page. The page refreshes its status, report and
+timeline through ``/loops/<name>/live/`` (``loop_live``) with the same parameters, as the
+dashboard refreshes its table.
 """
+
+import time
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import admin
+from django.http import HttpResponse, HttpResponseNotFound
 from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from runtime import clock
 from runtime.registry import RegistryInvalid, store
@@ -17,9 +24,11 @@ from schedules.overview import due_keys, schedules_overview
 from schedules.repair import future_last_slots
 
 from ..doctor_checks import find_expired_leases, find_interrupted_runs, find_starved_queue, find_stuck_loops
-from ..earning import DEFAULT_WINDOW, WindowError, earning_report, window_start
+from ..earning import WindowError, default_window, earning_report, window_start
+from ..earning_evidence import VERDICT_WORDS
 from . import words
 from .badges import doctor_flags, expired_lease_loops, is_late, loop_badges
+from .dashboard import refresh_after
 from .timeline import parse_before, timeline
 
 #: The longest ``?since=`` echoed back: a window is a few characters; longer text is refused.
@@ -47,7 +56,8 @@ def loop_findings(view, *, now, registry) -> dict:
 
 
 def report_context(registry, name: str, since: str, *, now) -> dict:
-    """``{since, report, window_error}``: the earning report over ``since``, or why the window is refused."""
+    """``{since, report, verdict_words, window_error}``: the earning report over ``since`` and its
+    verdict in words, or why the window is refused."""
     if len(since) > SINCE_MAX_LENGTH:
         return {"since": since[:SINCE_MAX_LENGTH], "report": None,
                 "window_error": f"a window is at most {SINCE_MAX_LENGTH} characters (7d, 90m, or an RFC 3339 instant)"}
@@ -56,7 +66,42 @@ def report_context(registry, name: str, since: str, *, now) -> dict:
     except WindowError as exc:
         return {"since": since, "report": None, "window_error": str(exc)}
     report = earning_report(registry, name, since=start, now=now, registry_dir=settings.FACTORY_REGISTRY_DIR)
-    return {"since": since, "report": report, "window_error": ""}
+    return {"since": since, "report": report, "verdict_words": VERDICT_WORDS[report["verdict"]], "window_error": ""}
+
+
+def loop_context(request, registry, loop) -> dict:
+    """What the page and its live part render: the loop, its status, the report over ``?since=``,
+    the timeline before ``?before=``, ``live_url`` (the part with the same parameters) and
+    ``refresh_seconds`` (as the dashboard's, ``refresh_after``)."""
+    started = time.monotonic()
+    name = loop.name
+    now = clock.database_now()
+    view = schedules_overview(registry, now=now, names=[name])[0]
+    findings = loop_findings(view, now=now, registry=registry)
+    state = ScheduleState.objects.filter(loop=name).first()
+    keys_due = view.keyed.next_due if view.keyed else None
+    late = {name} if is_late(loop, state, now, keys_due) else set()
+    badges = loop_badges(loop, doctor_flags(findings, expired_lease_loops(findings)), late)
+    ticks, older = timeline(name, before=parse_before(request.GET.get("before")))
+    since = request.GET.get("since") or default_window()
+    kept = {key: request.GET[key] for key in ("since", "before") if request.GET.get(key)}
+    context = {
+        "now": now,
+        "loop": loop,
+        "view": view,
+        "badges": badges,
+        "cadence": words.cadence(loop),
+        "outcome": words.outcome(view.last_outcome.as_json() if view.last_outcome else None),
+        "pending_url": words.inbox_url(name),
+        "due_keys": due_keys(name) if loop.keyed is not None else [],
+        "ticks": ticks,
+        "older": older,
+        "first_page": request.GET.get("before") is None,
+        "windows": WINDOWS,
+        "live_url": reverse("web:loop-live", args=[name]) + (f"?{urlencode(kept)}" if kept else ""),
+        **report_context(registry, name, since, now=now),
+    }
+    return {**context, "refresh_seconds": refresh_after(time.monotonic() - started)}
 
 
 def loop_page(request, name: str):
@@ -74,29 +119,18 @@ def loop_page(request, name: str):
             **base, "title": f"No loop {name}", "name": name,
             "detail": "no loop of that name is declared in the registry, the overlay or config/repos.yaml",
         }, status=404)
-    now = clock.database_now()
-    view = schedules_overview(registry, now=now, names=[name])[0]
-    findings = loop_findings(view, now=now, registry=registry)
-    state = ScheduleState.objects.filter(loop=name).first()
-    keys_due = view.keyed.next_due if view.keyed else None
-    late = {name} if is_late(loop, state, now, keys_due) else set()
-    badges = loop_badges(loop, doctor_flags(findings, expired_lease_loops(findings)), late)
-    ticks, older = timeline(name, before=parse_before(request.GET.get("before")))
-    since = request.GET.get("since") or DEFAULT_WINDOW
-    return TemplateResponse(request, "ops/loop.html", {
-        **base,
-        "title": f"Loop {name}",
-        "now": now,
-        "loop": loop,
-        "view": view,
-        "badges": badges,
-        "cadence": words.cadence(loop),
-        "outcome": words.outcome(view.last_outcome.as_json() if view.last_outcome else None),
-        "pending_url": words.inbox_url(name),
-        "due_keys": due_keys(name) if loop.keyed is not None else [],
-        "ticks": ticks,
-        "older": older,
-        "first_page": request.GET.get("before") is None,
-        "windows": WINDOWS,
-        **report_context(registry, name, since, now=now),
-    })
+    return TemplateResponse(request, "ops/loop.html", {**base, "title": f"Loop {name}", **loop_context(request, registry, loop)})
+
+
+def loop_live(request, name: str):
+    """``GET /loops/<name>/live/``: the status, report and timeline alone, which the page polls
+    (``?since=`` and ``?before=`` as the page's). A loop no longer declared, or no registry in
+    force, is a plain 404 or 503 that htmx does not swap: the page keeps what it shows."""
+    try:
+        registry = store.current()
+    except RegistryInvalid:
+        return HttpResponse("no registry is in force", content_type="text/plain", status=503)
+    loop = registry.loops.get(name)
+    if loop is None:
+        return HttpResponseNotFound(f"no loop {name}", content_type="text/plain")
+    return TemplateResponse(request, "ops/_loop_live.html", loop_context(request, registry, loop))

@@ -1,5 +1,6 @@
 """The earning report (ops.earning; spec §6): a watched loop's history over a window, whether
-auto is allowed, and the exact registry diff that flips a kernel loop."""
+auto is permitted by the registry's rules, and the exact registry diff that flips a kernel loop
+(given only once the loop earned it: tests/db/test_earning_verdict.py)."""
 
 import json
 import subprocess
@@ -44,7 +45,7 @@ def test_the_report_counts_slots_decisions_and_runs_in_the_window(history):
         registry, "reaper", since=at("2026-11-30T18:30:00Z"), now=at("2026-11-30T21:30:00Z"),
         registry_dir=history.registry_dir,
     )
-    diff = report.pop("diff")
+    evidence = {c["criterion"]: (c["required"], c["observed"], c["met"]) for c in report.pop("evidence")}
     assert report == {
         "loop": "reaper", "approval": "watched", "source": "kernel",
         "since": "2026-11-30T18:30:00Z", "until": "2026-11-30T21:30:00Z",
@@ -52,12 +53,21 @@ def test_the_report_counts_slots_decisions_and_runs_in_the_window(history):
         "proposals": {"approved": 1, "pending": 1, "superseded": 1},
         "decidedBy": {"alice": 1},
         "runs": {"succeeded": 1}, "durationSeconds": {"median": 65.0, "worst": 65.0},
-        "mutating": True, "autoAllowed": True,
-        "why": "flip it in registry/schedules.json with the diff below, in a reviewed commit",
+        "mutating": True, "verdict": "not-earned", "autoAllowed": True,
+        "why": "a kernel loop: registry/schedules.json may declare it auto, in a reviewed commit",
+        "diff": None,
     }
-    assert [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")] == [
-        '-    "approval": "watched",', '-    "enabled": false', '+    "approval": "auto",', '+    "enabled": true',
-    ]
+    # Three hours of history, one run: permitted is not earned.
+    assert evidence == {
+        "allowedByRegistry": (True, True, True),
+        "windowSeconds": (604800, 10800, False),
+        "firstSlot": ("2026-11-30T18:30:00Z", "2026-11-30T18:00:00Z", True),
+        "unwatchedSeconds": (0, 0, True),
+        "succeededRuns": (20, 1, False),
+        "failedRuns": (0, 0, True),
+        "rejectedProposals": (0, 0, True),
+        "runsNotApprovedByPerson": (0, 0, True),
+    }
 
 
 def test_the_diff_applies_with_git_and_flips_only_that_loop(registry_files, tmp_path):
@@ -81,13 +91,13 @@ def test_overlay_repo_and_human_only_loops_are_told_what_would_have_to_move(repo
     registry = load_registry(repos.registry_dir, repos.config_dir)
     now = at("2026-11-30T21:30:00Z")
     verdicts = {
-        name: (r["autoAllowed"], r["why"].split(":")[0], r["diff"])
+        name: (r["verdict"], r["autoAllowed"], r["why"].split(":")[0], r["diff"])
         for name in ("nightly", "work-hello")
         for r in [earning_report(registry, name, since=now - timedelta(days=7), now=now, registry_dir=repos.registry_dir)]
     }
     assert verdicts == {
-        "nightly": (False, "an overlay loop may never be auto (approval is a tracked declaration)", ""),
-        "work-hello": (False, "a repo loop is a repoLoops template in registry/schedules.json", ""),
+        "nightly": ("not-allowed", False, "an overlay loop may never be auto (approval is a tracked declaration)", None),
+        "work-hello": ("not-allowed", False, "a repo loop is a repoLoops template in registry/schedules.json", None),
     }
 
 
@@ -101,8 +111,9 @@ def test_the_cli_refuses_an_unknown_loop_and_a_future_window_with_exit_2(history
         with pytest.raises(CommandError) as refused:
             call_command("schedule", *args)
         assert refused.value.returncode == 2
-    call_command("schedule", "report", "reaper", "--since", "366d", "--json")
+    with pytest.raises(SystemExit) as exited:
+        call_command("schedule", "report", "reaper", "--since", "366d", "--json")
     document = json.loads(capsys.readouterr().out)
-    assert (document["loop"], document["autoAllowed"], document["diff"].startswith("--- a/registry/schedules.json")) == (
-        "reaper", True, True
+    assert (exited.value.code, document["loop"], document["verdict"], document["autoAllowed"], document["diff"]) == (
+        3, "reaper", "not-earned", True, None
     )

@@ -182,13 +182,15 @@ def test_a_loop_page_has_its_timeline_and_earning_report(client, viewer, reaper_
     ]
     assert (ticks[1]["run"].outcome, ticks[2]["run"]) == ("REAPED", None)
     report = response.context["report"]
-    assert (report["slots"], report["proposals"], report["autoAllowed"]) == (
-        3, {"approved": 1, "pending": 1, "rejected": 1}, True,
+    assert (report["slots"], report["proposals"], report["autoAllowed"], report["verdict"], report["diff"]) == (
+        3, {"approved": 1, "pending": 1, "rejected": 1}, True, "not-earned", None,
     )
     body = response.content.decode()
     assert "took 1 m 05 s" in body and "note: not today" in body
-    assert '<pre class="ops-diff" id="flip-diff">--- a/registry/schedules.json' in body
-    assert '-    &quot;approval&quot;: &quot;watched&quot;,' in body
+    # Permitted by the registry's rules, not earned: three ticks and a rejection are no week of evidence.
+    assert '<span class="badge verdict-not-earned">not-earned</span>' in body
+    assert "auto permitted: a kernel loop: registry/schedules.json may declare it auto" in body
+    assert '<tr class="problem" data-criterion="rejectedProposals">' in body and 'id="flip-diff"' not in body
 
 
 def test_a_loop_page_says_which_attempt_a_runs_reason_belongs_to(client, viewer, registry_files, approver, pinned):

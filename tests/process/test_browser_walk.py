@@ -129,10 +129,16 @@ def test_an_operator_signs_in_reads_the_loops_and_approves_where_they_read(brows
 
     page.click("tr[data-loop=reaper] a")
     page.wait_for_url(base + "/loops/reaper/")
-    assert page.inner_text("#verdict").startswith("auto allowed: flip it in registry/schedules.json")
-    diff = page.inner_text("#flip-diff")
-    assert '+    "approval": "auto",' in diff and '-    "approval": "watched",' in diff
+    # Two ticks and no run are no week of evidence: permitted, not earned, and no diff to flip it.
+    assert page.inner_text("#verdict").startswith("not-earned auto not earned")
+    assert page.inner_text("#auto-allowed").startswith("auto permitted: a kernel loop")
+    assert page.locator("#evidence tr.problem[data-criterion=succeededRuns]").count() == 1
+    assert page.locator("#flip-diff").count() == 0
     assert page.locator("#ticks tbody tr").count() == 2
+    page.evaluate("window.notReloaded = true")
+    tick_until_proposed(manage, 2)
+    page.locator("#ticks tbody tr").nth(2).wait_for()
+    assert page.evaluate("window.notReloaded") is True
     assert fits(page)
     shot(page, "loop-reaper")
     page.fill("#id_since", "soon")

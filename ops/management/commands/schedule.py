@@ -14,8 +14,10 @@
 - ``schedule rebuild LOOP [--json]``: empty a keyed loop's rows and replay its setting
   and clearing events and its admitted ticks, in admission order (docs/design.md §6).
 - ``schedule report LOOP [--since 7d|INSTANT] [--json]``: has the loop earned ``auto``?
-  Its slots, outcomes, decisions and runs over the window, and the registry diff that
-  would flip it (``ops.earning``; spec §6).
+  Its slots, outcomes, decisions and runs over the window, the verdict with each criterion's
+  evidence, and for an ``earned`` loop the registry diff that flips it (``ops.earning``;
+  spec §6). Exit 0 ``earned``, 3 ``not-earned``, 4 ``not-allowed``, 5 ``already-auto``
+  (``ops.earning_evidence.EXIT_STATUS``).
 
 Exit 2 when refused (an unknown loop, a bad or future instant or window, rebuilding a loop
 that is not keyed, a page number or size out of range, a page past the last).
@@ -23,6 +25,7 @@ that is not keyed, a page number or size out of range, a page past the last).
 
 import argparse
 import json
+import sys
 from datetime import timedelta
 from zoneinfo import ZoneInfo
 
@@ -31,7 +34,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from lib.cadence import MAX_CADENCE_SECONDS
 from lib.instants import InstantError, format_instant, parse_instant
-from ops.earning import DEFAULT_WINDOW, WindowError, earning_report, window_start
+from ops.earning import WindowError, default_window, earning_report, window_start
+from ops.earning_evidence import EXIT_STATUS
 from ops.paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, InvalidParameter, whole_number
 from ops.schedule_text import list_text, next_keyed_text, next_text, page_text, report_text, show_text, tick_text
 from ops.slot_loop import iterate
@@ -98,7 +102,9 @@ class Command(BaseCommand):
         again.add_argument("--json", **as_json)
         report = sub.add_parser("report", help="has a watched loop earned auto? its history over a window")
         report.add_argument("loop")
-        report.add_argument("--since", default=DEFAULT_WINDOW, help=f"a span (90m, 7d) or an instant (default {DEFAULT_WINDOW})")
+        report.add_argument(
+            "--since", help="a span (90m, 7d) or an instant (default: FACTORY_EARN_WINDOW_DAYS, 7d unless set longer)"
+        )
         report.add_argument("--json", **as_json)
 
     def handle(self, *args, **options):
@@ -138,11 +144,17 @@ class Command(BaseCommand):
             return self.emit(options, document, lambda d: f"rebuilt {d['loop']}: {d['keys']} key(s) from {d['events']} event(s)")
         if action == "report":
             try:
-                since = window_start(options["since"], now=now)
+                since = window_start(options["since"] or default_window(), now=now)
             except WindowError as exc:
                 raise CommandError(str(exc), returncode=EXIT_REFUSED) from None
             document = earning_report(registry, loop.name, since=since, now=now, registry_dir=settings.FACTORY_REGISTRY_DIR)
-            return self.emit(options, document, report_text)
+            self.emit(options, document, report_text)
+            # The verdict is the exit status, so a script can ask "earned?" (0) without parsing.
+            status = EXIT_STATUS[document["verdict"]]
+            if status:
+                self.stdout.flush()
+                sys.exit(status)
+            return None
         (view,) = schedules_overview(registry, now=now, names=[loop.name])
         if action == "show":
             document = {**view.as_json(), "ticks": recent_ticks(loop.name)}
