@@ -63,6 +63,7 @@ def test_a_running_runs_fragment_polls_and_says_its_state_and_output_so_far(clie
     assert "starting\nreaping T-7\n</pre>" in body
     assert '<div id="run-times" hx-swap-oob="true">' in body and "2026-11-30 22:01:06 UTC" in body
     assert '<div id="run-attempts" hx-swap-oob="true">' in body
+    assert f'<h2 id="run-subtitle" hx-swap-oob="true">run {running_run.pk} (reaper@1, running)</h2>' in body
 
 
 def test_a_run_page_opened_while_it_is_queued_polls_its_fragment(client, viewer, proposals, approver):
