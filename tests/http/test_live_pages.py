@@ -124,7 +124,7 @@ def test_the_inbox_watcher_counts_what_is_pending_and_what_arrived(client, viewe
     body = client.get("/live/inbox/", seen).content.decode()
     assert 'data-stale="true" data-pending="3"' in body and f"seen_pending=2&amp;seen_newest={newest}" in body
     assert "1 new proposal since this list was shown" in body and "(3 pending now)" in body
-    assert "unticks the rows you ticked" in body
+    assert "rows you ticked are unticked and a search you have not sent is dropped" in body
     assert client.get("/live/inbox/?seen_newest=%00").status_code == 400
     assert 'data-stale="true"' in client.get("/live/inbox/", {"seen_pending": "x"}).content.decode()
 

@@ -83,13 +83,14 @@ def test_an_operator_signs_in_reads_the_loops_and_approves_where_they_read(brows
     assert reaper.locator(".badge").all_inner_texts() == ["stopped"]
     assert page.locator("#loops tbody tr").first.get_attribute("data-loop") == "reaper"
     assert "stoppedSchedules" in page.inner_text("#anomalies") and "slotLoopStale" in page.inner_text("#anomalies")
-    assert page.inner_text("#pending-count") == "1 pending proposal"
+    assert page.inner_text("#pending-count") == "1 pending proposal" and page.title() == "(1) Loops | Factory runtime"
     assert fits(page)
     shot(page, "dashboard-stopped")
 
     page.evaluate("window.notReloaded = true")
     tick_until_proposed(manage, 1)
     page.locator("#pending-count", has_text="2 pending proposals").wait_for()
+    assert page.title() == "(2) Loops | Factory runtime"
     assert page.evaluate("window.notReloaded") is True
     shot(page, "dashboard-refreshed")
 
