@@ -17,7 +17,7 @@ from django.utils.translation import gettext
 from runtime.models import TERMINAL_RUN_STATUSES, Proposal, ProposalStatus, Run, RunStatus
 
 from .common import between, duration
-from .runs import attempts_html, times_html
+from .runs import attempts_html, stdout_path, times_html
 
 #: How often a run's live panel refreshes while the run is queued, claimed or running, in seconds.
 RUN_REFRESH_SECONDS = 3
@@ -35,14 +35,6 @@ def refresh_seconds(status: str) -> int | None:
     if status in TERMINAL_RUN_STATUSES:
         return None
     return INTERRUPTED_REFRESH_SECONDS if status == RunStatus.INTERRUPTED else RUN_REFRESH_SECONDS
-
-
-def stdout_path(run: Run) -> Path:
-    """Where the run's stdout is captured: its recorded path once an attempt ended, else
-    ``<runs dir>/<run id>/<captureStdout>`` where the running attempt writes it (docs/design.md §8)."""
-    if run.stdout_path:
-        return Path(run.stdout_path)
-    return Path(settings.FACTORY_RUNS_DIR) / str(run.pk) / (run.plan.get("captureStdout") or "stdout.log")
 
 
 def output_tail(path: Path, limit: int = TAIL_BYTES) -> dict:
@@ -69,9 +61,9 @@ def output_tail(path: Path, limit: int = TAIL_BYTES) -> dict:
 def run_now(run: Run, *, now, ended_while_open: bool = False) -> dict:
     """What a run's live panel shows: ``run``, ``refresh_seconds`` (None once it ended),
     ``waited`` and ``took`` (``running for`` while it runs, measured to ``now``, the database's
-    clock), ``tail`` (``output_tail``), ``tail_kib`` (``TAIL_BYTES`` in KiB), ``times`` and
-    ``attempts`` (the Times and Attempts fieldsets' HTML) and ``ended_while_open`` (this is the
-    fragment that found the run ended while its page was open)."""
+    clock), ``running``, ``tail`` (``output_tail``), ``times`` and ``attempts`` (the Times and
+    Attempts fieldsets' HTML) and ``ended_while_open`` (this is the fragment that found the run
+    ended while its page was open)."""
     running = run.started_at is not None and run.finished_at is None and run.status in (RunStatus.CLAIMED, RunStatus.RUNNING)
     return {
         "run": run,
@@ -80,7 +72,6 @@ def run_now(run: Run, *, now, ended_while_open: bool = False) -> dict:
         "took": duration((now - run.started_at).total_seconds()) if running else between(run.started_at, run.finished_at),
         "running": running,
         "tail": output_tail(stdout_path(run)),
-        "tail_kib": TAIL_BYTES // 1024,
         "times": times_html(run),
         "attempts": attempts_html(run),
         "ended_while_open": ended_while_open and run.status in TERMINAL_RUN_STATUSES,

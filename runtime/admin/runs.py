@@ -64,6 +64,14 @@ def attempts(run: Run) -> list[dict]:
     return result
 
 
+def stdout_path(run: Run) -> Path:
+    """Where the run's stdout is captured: its recorded path once an attempt ended, else
+    ``<runs dir>/<run id>/<captureStdout>``, where an attempt under way writes it (docs/design.md §8)."""
+    if run.stdout_path:
+        return Path(run.stdout_path)
+    return Path(settings.FACTORY_RUNS_DIR) / str(run.pk) / (run.plan.get("captureStdout") or "stdout.log")
+
+
 def read_output_page(path: Path, page: int) -> tuple[str, int]:
     """Page ``page`` (from 1) of a captured output file and the number of pages (0 when
     there is no file). Only files under ``FACTORY_RUNS_DIR`` are read."""
@@ -215,9 +223,7 @@ class RunAdmin(ReadOnlyAdmin):
     def plan_view(self, run):
         return pretty_json(run.plan)
 
-    def _output(self, run, path: Path | None, param: str):
-        if path is None:
-            return "(none)"
+    def _output(self, run, path: Path, param: str):
         try:
             page = int(dict(REQUESTED_PAGES.get()).get(param, "1"))
         except ValueError:
@@ -232,13 +238,15 @@ class RunAdmin(ReadOnlyAdmin):
             )
         return format_html("{}<pre style='white-space: pre-wrap; max-height: 40em; overflow: auto'>{}</pre>", links, text)
 
+    # Read where the attempt writes them, so that a page opened while a run is going shows its
+    # output so far; a run not started yet has no file: "(no output captured)".
     @admin.display(description="stdout")
     def captured_output(self, run):
-        return self._output(run, Path(run.stdout_path) if run.stdout_path else None, "output_page")
+        return self._output(run, stdout_path(run), "output_page")
 
     @admin.display(description="stderr")
     def captured_errors(self, run):
-        return self._output(run, Path(run.stdout_path).parent / "stderr.log" if run.stdout_path else None, "errors_page")
+        return self._output(run, stdout_path(run).parent / "stderr.log", "errors_page")
 
     def _resolve(self, request, queryset, decision: str):
         selected = list(queryset.select_related("event"))
