@@ -109,6 +109,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # Every operator page's title begins with the pending count: (3) Loops | Factory runtime.
+                "runtime.admin.live.pending_proposals",
             ],
         },
     },

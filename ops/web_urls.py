@@ -1,9 +1,10 @@
-"""Routes of the operator's pages (docs/web.md): ``/``, the dashboard and its table, a loop's page and its live part.
+"""Routes of the operator's pages (docs/web.md): ``/``, the dashboard and its table, a loop's page and
+its live part, and the fragments a run's page and the inbox list poll (``/live/…``).
 
 The pages are the admin's: ``admin.site.admin_view`` sends anyone without a staff session
-to the admin's login (with ``next``) and keeps them out of caches. The parts the pages
-poll (the dashboard's table, a loop's live part) answer 403 instead: a poll after the session ended must not swap the login page into
-the dashboard (htmx swaps no error answer).
+to the admin's login (with ``next``) and keeps them out of caches. The parts the pages poll
+(the dashboard's table, a loop's live part, every ``/live/`` fragment) answer 403 instead: a
+poll after the session ended must not swap the login page into the page (htmx swaps no error answer).
 """
 
 from functools import wraps
@@ -16,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from .web.dashboard import dashboard, dashboard_table
 from .web.home import home
+from .web.live import inbox_fragment, run_fragment
 from .web.loop_page import loop_live, loop_page
 
 app_name = "web"
@@ -40,4 +42,6 @@ urlpatterns = [
     path("dashboard/table/", staff_fragment(dashboard_table), name="dashboard-table"),
     path("loops/<str:name>/", staff_page(loop_page), name="loop"),
     path("loops/<str:name>/live/", staff_fragment(loop_live), name="loop-live"),
+    path("live/runs/<int:run_id>/", staff_fragment(run_fragment), name="run-live"),
+    path("live/inbox/", staff_fragment(inbox_fragment), name="inbox-live"),
 ]

@@ -1,5 +1,6 @@
 """The browser tests' Chromium (docs/web.md, "Browser tests"): Debian's, never a downloaded one,
-and what happens when it is missing — a skip with the reason, or under ``CI=true`` a failure."""
+and what happens when it is missing — a skip with the reason, or under ``CI=true`` a failure; and
+what the browser tests share: signing in, screenshots, whether a page fits its window."""
 
 import importlib.util
 from pathlib import Path
@@ -31,3 +32,40 @@ def require_browser(*, ci: bool, chromium: Path = CHROMIUM) -> None:
         pytest.fail(f"the browser tests need Chromium and Playwright under CI=true: {missing}")
     if missing:
         pytest.skip(f"browser tests skipped: {missing}")
+
+
+#: Every wait of a page or a locator, in milliseconds.
+WAIT_MS = 15_000
+#: The widths the pages are looked at: a desk's window and a phone's.
+WIDE, NARROW = 1400, 390
+
+
+class Shots:
+    """Numbered full-page screenshots of one test under ``ARTIFACTS_DIR``: ``<name>-NN-<what>.png``."""
+
+    def __init__(self, name: str):
+        self.name, self.count = name, 0
+        ARTIFACTS_DIR.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, page, what: str) -> None:
+        self.count += 1
+        page.screenshot(path=str(ARTIFACTS_DIR / f"{self.name}-{self.count:02d}-{what}.png"), full_page=True)
+
+
+def signed_in(browser, base: str, who: tuple[str, str], width: int = WIDE):
+    """A new page of a ``width`` px wide context, signed in from ``/`` as ``who``, on the dashboard."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    page.goto(base + "/")
+    assert page.url == base + "/admin/login/?next=/dashboard/"
+    page.fill("#id_username", who[0])
+    page.fill("#id_password", who[1])
+    page.click("input[type=submit]")
+    page.wait_for_url(base + "/dashboard/")
+    return page
+
+
+def fits(page) -> bool:
+    """Nothing on the page is wider than the window."""
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")

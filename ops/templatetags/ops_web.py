@@ -2,7 +2,9 @@
 
 from django import template
 
+from runtime import clock
 from runtime.admin.common import between, instant
+from runtime.admin.live import inbox_watch, run_now
 from runtime.models import Proposal, ProposalStatus
 
 from ..schedule_text import scalar_text
@@ -39,3 +41,17 @@ def json_scalar(value):
 def operator_links():
     """The admin index's links to the dashboard and to the pending proposals, with their count (one query)."""
     return {"pending": Proposal.objects.filter(status=ProposalStatus.PENDING).count(), "inbox_url": words.inbox_url()}
+
+
+@register.inclusion_tag("admin/runtime/run/_live.html")
+def run_live(run):
+    """A run's live panel as its page first shows it (``runtime.admin.live.run_now``); it then
+    polls ``/live/runs/<id>/`` while the run has not ended."""
+    return run_now(run, now=clock.database_now())
+
+
+@register.inclusion_tag("admin/runtime/proposal/_inbox_watch.html")
+def inbox_watcher():
+    """The inbox list's watcher, seeing what is pending as the list is shown (one query); it
+    then polls ``/live/inbox/`` (``runtime.admin.live.inbox_watch``)."""
+    return {"watch": inbox_watch()}

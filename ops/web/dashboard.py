@@ -36,6 +36,8 @@ PAGE_SIZE = 50
 #: longer than half of it to compute (a hundred thousand loops) waits twice its own time, so an
 #: open dashboard keeps at most half of one HTTP thread busy.
 REFRESH_SECONDS = 5
+#: The dashboard's title, in its tab after the pending count: ``(3) Loops | Factory runtime``.
+DASHBOARD_TITLE = "Loops"
 
 
 def refresh_after(elapsed: float) -> int:
@@ -76,8 +78,9 @@ def ranked_names(registry: Registry, flags: dict[str, list[str]], late: set[str]
 def dashboard_context(request) -> dict:
     """What the dashboard and its fragment render: ``status`` (the doctor's document), ``banner``,
     ``rows`` (the page's loops, problems first), ``page`` (a Django page of loop names),
-    ``pending`` (every pending proposal), ``inbox_url`` and ``refresh_seconds`` (``REFRESH_SECONDS``).
-    A row's ``earned`` says the loop earned ``auto`` over the last ``FACTORY_EARN_WINDOW_DAYS`` days."""
+    ``pending`` (every pending proposal, also the title's ``pending_proposals``), ``inbox_url`` and
+    ``refresh_seconds`` (``REFRESH_SECONDS``). A row's ``earned`` says the loop earned ``auto`` over the
+    last ``FACTORY_EARN_WINDOW_DAYS`` days."""
     started = time.monotonic()
     now = clock.database_now()
     status = collect_status(now=now)
@@ -92,6 +95,7 @@ def dashboard_context(request) -> dict:
     views = {view.loop.name: view for view in schedules_overview(registry, now=now, names=list(page))} if page else {}
     earned = earned_loops(registry, list(page), now=now) if page else set()
     rows = [_row(views[name], loop_badges(registry.loops[name], flags, late), name in earned) for name in page]
+    pending = Proposal.objects.filter(status=ProposalStatus.PENDING).count()
     return {
         "now": now,
         "status": status,
@@ -99,7 +103,8 @@ def dashboard_context(request) -> dict:
         "rows": rows,
         "page": page,
         "loop_count": len(ordered),
-        "pending": Proposal.objects.filter(status=ProposalStatus.PENDING).count(),
+        "pending": pending,
+        "pending_proposals": pending,
         "inbox_url": words.inbox_url(),
         "refresh_seconds": refresh_after(time.monotonic() - started),
     }
@@ -128,10 +133,12 @@ def _row(view, badges: list[str], earned: bool) -> dict:
 
 def dashboard(request):
     """``GET /dashboard/``: the whole page (staff only, through the admin's login)."""
-    context = {**admin.site.each_context(request), "is_nav_sidebar_enabled": False, "title": "Loops", **dashboard_context(request)}
+    context = {**admin.site.each_context(request), "is_nav_sidebar_enabled": False, "title": DASHBOARD_TITLE, **dashboard_context(request)}
     return TemplateResponse(request, "ops/dashboard.html", context)
 
 
 def dashboard_table(request):
-    """``GET /dashboard/table/``: the banner and the table alone, which the page polls."""
-    return TemplateResponse(request, "ops/_dashboard_table.html", dashboard_context(request))
+    """``GET /dashboard/table/``: the banner and the table alone, which the page polls, after a
+    ``<title>`` that htmx puts in the tab (the pending count in it follows)."""
+    context = {"title": DASHBOARD_TITLE, "site_title": admin.site.site_title, **dashboard_context(request)}
+    return TemplateResponse(request, "ops/_dashboard_fragment.html", context)

@@ -64,6 +64,14 @@ def attempts(run: Run) -> list[dict]:
     return result
 
 
+def stdout_path(run: Run) -> Path:
+    """Where the run's stdout is captured: its recorded path once an attempt ended, else
+    ``<runs dir>/<run id>/<captureStdout>``, where an attempt under way writes it (docs/design.md §8)."""
+    if run.stdout_path:
+        return Path(run.stdout_path)
+    return Path(settings.FACTORY_RUNS_DIR) / str(run.pk) / (run.plan.get("captureStdout") or "stdout.log")
+
+
 def read_output_page(path: Path, page: int) -> tuple[str, int]:
     """Page ``page`` (from 1) of a captured output file and the number of pages (0 when
     there is no file). Only files under ``FACTORY_RUNS_DIR`` are read."""
@@ -82,6 +90,37 @@ def read_output_page(path: Path, page: int) -> tuple[str, int]:
     return data.decode("utf-8", errors="replace"), pages
 
 
+def times_html(run: Run):
+    """The run's instants to the second in UTC (queued, claimed, started, finished, the lease)
+    and its durations, as a table: the Times fieldset, refreshed by the live fragment."""
+    rows = (
+        ("queued", instant(run.queued_at)), ("claimed", instant(run.claimed_at)), ("started", instant(run.started_at)),
+        ("finished", instant(run.finished_at)), ("waited (queued → started)", between(run.queued_at, run.started_at)),
+        ("took (started → finished)", between(run.started_at, run.finished_at)),
+        ("lease held until", instant(run.lease_expires_at)),
+    )
+    return format_html(
+        "<table class='run-times'><tbody>{}</tbody></table>",
+        format_html_join("", "<tr><th scope='row'>{}</th><td>{}</td></tr>", rows),
+    )
+
+
+def attempts_html(run: Run):
+    """The run's attempts as a table (``attempts``): the Attempts fieldset, refreshed by the live fragment."""
+    rows = attempts(run)
+    if not rows:
+        return "(not started)"
+    return format_html(
+        "<table><thead><tr><th>attempt</th><th>worker</th><th>started (UTC)</th><th>took</th><th>end</th>"
+        "<th>exit code</th><th>reason</th></tr></thead><tbody>{}</tbody></table>",
+        format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
+            (a["attempt"], a["worker"], instant(a["startedAt"]), between(a["startedAt"], a["endedAt"]),
+             a["end"] or "running", "—" if a["exitCode"] is None else a["exitCode"], a["reason"] or "—")
+            for a in rows
+        )),
+    )
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     """Runs, interrupted ones first: each waits for an operator's retry or close (docs/design.md §8)."""
@@ -93,9 +132,11 @@ class RunAdmin(ReadOnlyAdmin):
     search_fields = ("event__uid", "idempotency_key", "loop")
     actions = ["retry_selected", "close_selected"]
     fieldsets = (
-        (None, {"fields": ("status", "definition", "loop", "loop_key", "outcome", "reason", "summary", "exit_code")}),
+        # State, outcome, reason, summary and exit code are the live panel's, above these
+        # (``runtime.admin.live``, templates/admin/runtime/run/_live.html): it refreshes itself.
+        (None, {"fields": ("definition", "loop", "loop_key")}),
         ("Captured output", {"fields": ("captured_output", "captured_errors")}),
-        ("Times (UTC)", {"fields": ("queued", "claimed", "started", "finished", "waited", "took", "lease_until")}),
+        ("Times (UTC)", {"fields": ("times",)}),
         ("Attempts", {"fields": ("attempt_table",)}),
         ("Result", {"fields": ("result_view",)}),
         ("Links", {"fields": ("event_link", "proposal_link", "story", "chain")}),
@@ -126,44 +167,17 @@ class RunAdmin(ReadOnlyAdmin):
     def queued(self, run):
         return instant(run.queued_at)
 
-    @admin.display(description="claimed (UTC)")
-    def claimed(self, run):
-        return instant(run.claimed_at)
-
-    @admin.display(description="started (UTC)")
-    def started(self, run):
-        return instant(run.started_at)
-
-    @admin.display(description="finished (UTC)")
-    def finished(self, run):
-        return instant(run.finished_at)
-
-    @admin.display(description="lease held until (UTC)")
-    def lease_until(self, run):
-        return instant(run.lease_expires_at)
-
-    @admin.display(description="waited (queued → started)")
-    def waited(self, run):
-        return between(run.queued_at, run.started_at)
-
     @admin.display(description="took (started → finished)")
     def took(self, run):
         return between(run.started_at, run.finished_at)
 
+    @admin.display(description="instants and durations")
+    def times(self, run):
+        return format_html("<div id='run-times'>{}</div>", times_html(run))
+
     @admin.display(description="attempts (worker, end, exit code)")
     def attempt_table(self, run):
-        rows = attempts(run)
-        if not rows:
-            return "(not started)"
-        return format_html(
-            "<table><thead><tr><th>attempt</th><th>worker</th><th>started (UTC)</th><th>took</th><th>end</th>"
-            "<th>exit code</th><th>reason</th></tr></thead><tbody>{}</tbody></table>",
-            format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
-                (a["attempt"], a["worker"], instant(a["startedAt"]), between(a["startedAt"], a["endedAt"]),
-                 a["end"] or "running", "—" if a["exitCode"] is None else a["exitCode"], a["reason"] or "—")
-                for a in rows
-            )),
-        )
+        return format_html("<div id='run-attempts'>{}</div>", attempts_html(run))
 
     @admin.display(description="event")
     def event_link(self, run):
@@ -209,9 +223,7 @@ class RunAdmin(ReadOnlyAdmin):
     def plan_view(self, run):
         return pretty_json(run.plan)
 
-    def _output(self, run, path: Path | None, param: str):
-        if path is None:
-            return "(none)"
+    def _output(self, run, path: Path, param: str):
         try:
             page = int(dict(REQUESTED_PAGES.get()).get(param, "1"))
         except ValueError:
@@ -226,13 +238,15 @@ class RunAdmin(ReadOnlyAdmin):
             )
         return format_html("{}<pre style='white-space: pre-wrap; max-height: 40em; overflow: auto'>{}</pre>", links, text)
 
+    # Read where the attempt writes them, so that a page opened while a run is going shows its
+    # output so far; a run not started yet has no file: "(no output captured)".
     @admin.display(description="stdout")
     def captured_output(self, run):
-        return self._output(run, Path(run.stdout_path) if run.stdout_path else None, "output_page")
+        return self._output(run, stdout_path(run), "output_page")
 
     @admin.display(description="stderr")
     def captured_errors(self, run):
-        return self._output(run, Path(run.stdout_path).parent / "stderr.log" if run.stdout_path else None, "errors_page")
+        return self._output(run, stdout_path(run).parent / "stderr.log", "errors_page")
 
     def _resolve(self, request, queryset, decision: str):
         selected = list(queryset.select_related("event"))

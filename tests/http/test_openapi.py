@@ -14,10 +14,12 @@ from tests.conftest import PROJECT_DIR
 pytestmark = pytest.mark.django_db
 
 #: Routes that are not part of the description: the admin's pages, the description itself,
-#: and the operator's HTML pages (ops/web_urls.py: /, the dashboard, a loop's page and the parts they poll), which
-#: are for people in a browser, as the admin is (docs/web.md).
-UNDESCRIBED = ("admin/", "api/schema/", "api/docs/", "api/^.*$", "", "dashboard/", "dashboard/table/", "loops/<str:name>/",
-               "loops/<str:name>/live/")
+#: and the operator's HTML pages (ops/web_urls.py: /, the dashboard, a loop's page, the parts and
+#: fragments the pages poll), which are for people in a browser, as the admin is (docs/web.md).
+UNDESCRIBED = (
+    "admin/", "api/schema/", "api/docs/", "api/^.*$", "", "dashboard/", "dashboard/table/", "loops/<str:name>/",
+    "loops/<str:name>/live/", "live/runs/<int:run_id>/", "live/inbox/",
+)
 
 
 def routes(patterns=None, prefix="") -> list[str]:
