@@ -98,3 +98,13 @@ def preview_age_seconds(item: dict | None, now: datetime) -> int | None:
         return None
     finished = datetime.fromisoformat(item["finishedAt"].replace("Z", "+00:00"))
     return max(0, int((now - finished).total_seconds()))
+
+
+def preview_words(seen: dict) -> str:
+    """One line of a preview as an approval journaled it (``Preview.seen``): its outcome and
+    summary when done, else its status and reason."""
+    if seen.get("status") == PreviewStatus.DONE:
+        outcome, summary = seen.get("outcome") or "done", seen.get("summary")
+        return f"{outcome}: {summary}" if summary else outcome
+    reason = f" ({seen['reason']})" if seen.get("reason") else ""
+    return f"{seen.get('status', 'none')}{reason}"

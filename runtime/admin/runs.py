@@ -16,8 +16,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from runtime import clock
-from runtime.models import Event, Run, RunStatus
+from runtime.models import Event, JournalEntry, Run, RunStatus
 from runtime.plan_text import describe_plan
+from runtime.preview_text import preview_words
 from runtime.services.approval import APPROVE_PERMISSION, NOTE_MAX_LENGTH
 from runtime.services.interrupted import RunDecisionRefused, close_run, retry_run
 
@@ -138,7 +139,7 @@ class RunAdmin(ReadOnlyAdmin):
         ("Captured output", {"fields": ("captured_output", "captured_errors")}),
         ("Times (UTC)", {"fields": ("times",)}),
         ("Attempts", {"fields": ("attempt_table",)}),
-        ("Result", {"fields": ("result_view",)}),
+        ("Result", {"fields": ("preview_seen", "result_view")}),
         ("Links", {"fields": ("event_link", "proposal_link", "story", "chain")}),
         ("Journal", {"fields": ("journal",)}),
         ("Plan", {"fields": ("plan_words", "actor", "approved_by", "idempotency_key", "registry_digest")}),
@@ -207,6 +208,23 @@ class RunAdmin(ReadOnlyAdmin):
     @admin.display(description="entries, oldest first")
     def journal(self, run):
         return journal_table(row_journal(run=run), journal_url(self.journal_lookup, run.pk))
+
+    @admin.display(description="preview its approver saw, beside what the run did")
+    def preview_seen(self, run):
+        """The preview journaled with the approval (``proposal_approved``'s ``data.preview``)
+        beside the run's own outcome: ``WOULD_REAP 1`` before the click, ``REAPED 1`` after."""
+        seen = JournalEntry.objects.filter(proposal_id=run.proposal_id, action="proposal_approved").values_list(
+            "data", flat=True).first()
+        preview = (seen or {}).get("preview")
+        if preview is None:
+            return "(none: no preview was made before it was approved)" if seen else "(none: nobody approved it)"
+        said = preview_words(preview)
+        did = f"{run.outcome}: {run.summary}" if run.outcome and run.summary else run.outcome or "(not yet)"
+        return format_html(
+            "<table class='preview-seen'><tbody><tr><th>previewed</th><td>{}{}</td></tr>"
+            "<tr><th>the run</th><td>{}</td></tr></tbody></table>",
+            said, f" (ended {preview['finishedAt']})" if preview.get("finishedAt") else "", did,
+        )
 
     @admin.display(description="result data (validated against the definition's output schema)")
     def result_view(self, run):

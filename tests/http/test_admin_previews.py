@@ -112,3 +112,18 @@ def test_a_proposal_left_out_of_the_queue_reads_not_previewed_with_the_count_in_
     client.force_login(approver)
     page = client.get(reverse("admin:runtime_proposal_changelist")).content.decode()
     assert "not previewed: 0 waiting; ask for a preview to queue one" in page
+
+
+def test_the_run_page_shows_the_preview_its_approver_saw_beside_what_the_run_did(client, approver, proposal):
+    from runtime.models import Run
+    from runtime.services.approval import approve_proposal
+    from tests.helpers import work_all
+
+    approve_proposal(proposal.pk, user=approver, now=at("2026-11-30T21:01:00Z"))
+    with mock.patch("runtime.services.execution.database_now", lambda: at("2026-11-30T21:01:05Z")):
+        work_all()
+    run = Run.objects.get()
+    client.force_login(approver)
+    page = client.get(reverse("admin:runtime_run_change", args=[run.pk])).content.decode()
+    assert ("<tr><th>previewed</th><td>WOULD_REAP: 1 stale claim(s) would be reaped (ended 2026-11-30T21:00:12Z)</td>"
+            "</tr><tr><th>the run</th><td>REAPED: reaped 1 stale claim(s)</td></tr>") in page
