@@ -2,6 +2,7 @@
 agents that walk the chain, and the repos of the repo loops."""
 
 import json
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,9 +12,20 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import Permission
 from django.test import override_settings
 from django.utils import timezone
+from hypothesis import Phase
+from hypothesis import settings as hypothesis_settings
 
 from runtime import clock
 from runtime.registry import store
+
+#: Mutation testing (bin/mutation) runs a property test once per mutant: the same examples
+#: every time (derandomize, no example database), and no shrinking, which on a mutant that
+#: fails a property took tens of seconds for a verdict the first failing example already gave.
+hypothesis_settings.register_profile(
+    "mutation", derandomize=True, database=None, phases=[Phase.explicit, Phase.generate],
+)
+if os.environ.get("FACTORY_HYPOTHESIS_PROFILE"):
+    hypothesis_settings.load_profile(os.environ["FACTORY_HYPOTHESIS_PROFILE"])
 
 #: The suite resets its databases with flush (transactional tests), the journal included,
 #: through the journal guard's one door (runtime/management/commands/flush.py).

@@ -2,6 +2,7 @@
 own loader gives (runtime.instant_loader; docs/performance.md)."""
 
 from datetime import UTC, datetime, timedelta, timezone
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection
@@ -54,9 +55,36 @@ def test_instants_read_back_exactly_in_utc_through_the_orm_and_a_cursor():
     assert all(value.tzinfo is UTC for value in row)
 
 
-def test_a_sqlite_connection_is_left_as_it_is():
-    if connection.vendor == "postgresql":
-        pytest.skip("PostgreSQL: the tests above")
+class StandInConnection:
+    """What ``use_compiled_instant_loader`` reads of a Django connection, recording the loaders
+    registered on its driver connection."""
+
+    def __init__(self, vendor: str, django_zone=UTC, session_zone: str = "UTC"):
+        self.vendor, self.timezone, self.registered = vendor, django_zone, []
+        self.connection = SimpleNamespace(
+            info=SimpleNamespace(parameter_status={"TimeZone": session_zone}.get),
+            adapters=SimpleNamespace(register_loader=lambda name, loader: self.registered.append((name, loader.__name__))),
+        )
+
+
+@pytest.mark.parametrize("vendor, django_zone, session_zone", [
+    ("sqlite", UTC, "UTC"),
+    ("postgresql", timezone(timedelta(hours=1)), "UTC"),
+    ("postgresql", UTC, "Europe/Paris"),
+], ids=["sqlite", "django-zone-not-utc", "session-zone-not-utc"])
+def test_a_connection_not_utc_on_both_sides_or_not_postgresql_keeps_djangos_loader(vendor, django_zone, session_zone):
     from runtime.instant_loader import use_compiled_instant_loader
 
-    use_compiled_instant_loader(sender=None, connection=connection)  # nothing to do, nothing raised
+    stand_in = StandInConnection(vendor, django_zone, session_zone)
+    use_compiled_instant_loader(sender=None, connection=stand_in)
+    assert stand_in.registered == []
+
+
+@postgres_only
+def test_a_postgresql_connection_utc_on_both_sides_gets_the_compiled_loader():
+    from runtime.instant_loader import use_compiled_instant_loader
+
+    stand_in = StandInConnection("postgresql")
+    use_compiled_instant_loader(sender=None, connection=stand_in)
+    assert stand_in.registered == [("timestamptz", "UtcInstantLoader")]
+

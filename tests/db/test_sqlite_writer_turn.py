@@ -223,16 +223,22 @@ def test_a_forked_child_waits_for_its_parents_turn_instead_of_sharing_it(databas
     parent.set_autocommit(True)
 
 
-def test_the_lock_file_is_created_with_the_databases_permissions(database):
+@pytest.mark.parametrize("database_mode,umask,lock_mode", [
+    # 0o640 is a mode no umask makes of 0o666 or 0o600: the lock file took the database's.
+    (0o640, 0o002, 0o640),
+    # The umask still applies: 0o664 under 0o027 is 0o640, not 0o664.
+    (0o664, 0o027, 0o640),
+], ids=["the-databases-mode", "under-the-umask"])
+def test_the_lock_file_is_created_with_the_databases_permissions(database, database_mode, umask, lock_mode):
     # A group that may write the database may take the turn (SQLite gives -wal and -shm the
     # database's permissions too); the process's umask still applies.
     connect, path = database
-    os.chmod(path, 0o664)
-    previous = os.umask(0o002)
+    os.chmod(path, database_mode)
+    previous = os.umask(umask)
     try:
         writer = connect("turn-mode")
         with transaction.atomic(using="turn-mode"), writer.cursor() as cursor:
             cursor.execute("INSERT INTO written VALUES ('mode')")
     finally:
         os.umask(previous)
-    assert os.stat(str(path) + TURN_SUFFIX).st_mode & 0o777 == 0o664
+    assert os.stat(str(path) + TURN_SUFFIX).st_mode & 0o777 == lock_mode

@@ -59,8 +59,11 @@ def test_same_event_again_is_a_duplicate_and_admits_nothing():
     ("factory.unblock.requested", {"repo": "factory"}),
 ])
 def test_every_request_type_of_the_specification_is_registered(event_type, payload):
-    response = post(body_of(envelope(eventId=f"e-{event_type}-{len(payload)}", type=event_type, payload=payload)))
-    assert response.status_code == 202
+    event_id = f"e-{event_type}-{len(payload)}"
+    response = post(body_of(envelope(eventId=event_id, type=event_type, payload=payload)))
+    assert (response.status_code, response.json()) == (202, {"admitted": True, "duplicate": False, "eventId": event_id})
+    stored = Event.objects.get().envelope()
+    assert (stored["type"], stored["eventId"], stored["payload"]) == (event_type, event_id, payload)
 
 
 # --- 401: nothing parsed, nothing written ----------------------------------------------------------

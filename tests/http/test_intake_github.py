@@ -44,6 +44,18 @@ def only_event() -> Event:
     return event
 
 
+def assert_merge_requested(response, delivery: str, repo: str = "hello") -> None:
+    """The delivery was admitted as the one stored event: a merge review of ``repo`` under the
+    delivery's id, read back from the table (not only the answer's status)."""
+    assert (response.status_code, response.json()) == (
+        202, {"admitted": True, "duplicate": False, "eventId": delivery},
+    )
+    stored = only_event().envelope()
+    assert (stored["type"], stored["eventId"], stored["subject"], stored["source"], stored["payload"]) == (
+        "factory.merge.requested", delivery, repo, "github", {"repo": repo},
+    )
+
+
 # --- every fixture file, as published -------------------------------------------------------
 
 
@@ -180,7 +192,8 @@ repos:
 
 def test_repo_match_ignores_the_case_of_owner_and_name(github_door):
     github_door.write_config("repos.yaml", "repos:\n  - {name: hello, github: codertocat/hello-world, base: master}\n")
-    assert post(fixture("pull_request.opened.json"), "pull_request").status_code == 202
+    response = post(fixture("pull_request.opened.json"), "pull_request", delivery="delivery-case")
+    assert_merge_requested(response, "delivery-case")
 
 
 def test_green_run_on_another_branch_is_not_base_branch(github_door):
@@ -246,7 +259,8 @@ def test_pull_request_from_a_fork_is_translated_like_any_other():
 def test_pull_request_whose_fork_was_deleted_is_translated():
     payload = json.loads(fixture("pull_request.synchronize.json"))
     payload["pull_request"]["head"]["repo"] = None
-    assert post(json.dumps(payload).encode(), "pull_request").status_code == 202
+    response = post(json.dumps(payload).encode(), "pull_request", delivery="delivery-deleted-fork")
+    assert_merge_requested(response, "delivery-deleted-fork")
 
 
 @pytest.mark.parametrize("action", ["closed", "reopened", "edited", "labeled", "converted_to_draft", "assigned"])
@@ -489,15 +503,16 @@ def test_signed_delivery_of_another_content_type_is_415():
 
 
 def test_json_content_type_with_charset_is_accepted():
-    response = post(fixture("pull_request.opened.json"), "pull_request", content_type="application/json; charset=utf-8")
-    assert response.status_code == 202
+    response = post(fixture("pull_request.opened.json"), "pull_request", content_type="application/json; charset=utf-8",
+                    delivery="delivery-charset")
+    assert_merge_requested(response, "delivery-charset")
 
 
 def test_large_delivery_under_githubs_cap_is_verified_and_translated():
     # 20 MB, over Django's 2.5 MB DATA_UPLOAD_MAX_MEMORY_SIZE: JSON allows the trailing spaces.
     body = fixture("pull_request.opened.json") + b" " * (20 * 1024 * 1024)
-    response = post(body, "pull_request")
-    assert response.status_code == 202
+    response = post(body, "pull_request", delivery="delivery-large")
+    assert_merge_requested(response, "delivery-large")
 
 
 def test_delivery_over_githubs_cap_is_413_before_the_signature():

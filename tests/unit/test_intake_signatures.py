@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from intake.signatures import SignatureRefused, verify_factory_signature, verify_github_signature
-from lib.signing import sign
+from lib.signing import sign, signature_matches
 from tests.conftest import FIXTURES_DIR
 
 NOW = datetime(2026, 11, 30, 21, 0, 0, tzinfo=UTC)
@@ -94,3 +94,13 @@ def test_a_timestamp_of_too_many_digits_is_told_how_many_are_allowed():
     assert (caught.value.code, caught.value.detail) == (
         "bad_timestamp", "X-Factory-Timestamp must be unix seconds: 1 to 12 digits, nothing else",
     )
+
+
+@pytest.mark.parametrize("provided", ["sha256=\udcff", "\ud800", "sha256=é"])
+def test_a_signature_that_is_not_ascii_or_not_even_encodable_is_no_match_never_an_error(provided):
+    # A lone surrogate (from a header decoded with surrogateescape) is replaced, not raised on.
+    assert signature_matches("secret", b"body", provided) is False
+
+
+def test_a_signature_matches_with_blanks_around_it():
+    assert signature_matches("s", b"body", f"  {sign('s', b'body')}\n") is True

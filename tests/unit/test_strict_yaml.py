@@ -17,6 +17,10 @@ def test_a_key_twice_in_one_mapping_is_an_error():
         load_yaml("schedules:\n  reaper:\n    enabled: true\nschedules:\n  heartbeat: {}\n")
     assert raised.value.problem == "found the key 'schedules' twice"
     assert (raised.value.problem_mark.line, raised.value.problem_mark.column) == (3, 0)
+    # The mapping that holds the key twice is named too: the message reads "in …, line 1".
+    assert (raised.value.context, raised.value.context_mark.line, raised.value.context_mark.column) == (
+        "while constructing a mapping", 0, 0,
+    )
 
 
 def test_a_key_twice_deeper_down_is_an_error_too():
