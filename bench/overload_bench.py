@@ -4,8 +4,9 @@ Not a test. For each database (a temporary SQLite file; and the throw-away Postg
 database ``--database-url`` names, dropped and created again), a child process builds a
 registry of ``--loops`` interval loops every ``--every`` seconds (enabled watched copies of
 ``reaper``, named ``o-00000``…: each tick is planned into a proposal) and starts a real
-``runserve`` on it (its slot loop's tick and planning threads, one gunicorn worker, no run
-workers). Once the first slot's ticks are admitted it watches ``--seconds`` seconds,
+``runserve`` on it (its slot loop's tick and planning threads, one gunicorn worker, and
+``--run-workers`` run workers, default none: with workers, their preview threads dry-run the
+reaper copies' newest proposals all the while, docs/design.md §8, Previews). Once the first slot's ticks are admitted it watches ``--seconds`` seconds,
 counting the events left unplanned every half second, then stops ``runserve`` and reads the
 ticks of the slots that started in the window. It reports:
 
@@ -21,7 +22,7 @@ ticks of the slots that started in the window. It reports:
 Issue 12's row: before the slot loop split ticks from planning, the backlog grew by 3,000
 events an iteration without bound and loops late in name order ticked 4–12 s late.
 
-    .venv/bin/python bench/overload_bench.py [--loops 4000] [--every 5] [--seconds 60]
+    .venv/bin/python bench/overload_bench.py [--loops 4000] [--every 5] [--seconds 60] [--run-workers 0]
         [--database-url postgres://postgres@127.0.0.1:5432/bench_overload] [--no-sqlite]
 """
 
@@ -51,6 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds watched (default 60)")
     parser.add_argument("--database-url", help="a throw-away PostgreSQL database (dropped and recreated)")
     parser.add_argument("--no-sqlite", action="store_true", help="only the --database-url database")
+    parser.add_argument("--run-workers", type=int, default=0,
+                        help="run workers (default 0); each previews the newest watched proposals beside its runs")
     parser.add_argument("--one", choices=["sqlite", "postgresql"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.loops < 4 or args.every < 1 or args.seconds < 2 * args.every:
@@ -97,7 +100,7 @@ def one(args: argparse.Namespace) -> dict:
 
     ticks = Event.objects.filter(door=Door.SCHEDULE)
     with open(root / "runserve.log", "w") as log:
-        server = serve_env.start_runserve(env, port=serve_env.free_port(), log=log, run_workers=0)
+        server = serve_env.start_runserve(env, port=serve_env.free_port(), log=log, run_workers=args.run_workers)
         try:
             serve_env.wait_until(lambda: ticks.count() >= args.loops, timeout=START_TIMEOUT,
                                  what="the first slot's ticks", processes=[server], every=0.5)
@@ -116,7 +119,17 @@ def one(args: argparse.Namespace) -> dict:
     window = [(loop, (admitted - slot).total_seconds(), payload.get("skippedSlots", 0))
               for loop, slot, admitted, payload in rows]
     return {"database": version, "loops": args.loops, "every": args.every, "slots": len(starts),
+            "workers": args.run_workers, "previews": previews_ended(),
             **summarize(window, loops=args.loops, slots=len(starts), backlog=backlog)}
+
+
+def previews_ended() -> int | None:
+    """Previews that ended (done or failed) in the run; None for code without previews."""
+    try:
+        from runtime.preview_model import Preview
+    except ImportError:
+        return None
+    return Preview.objects.filter(status__in=["done", "failed"]).count()
 
 
 def _seconds(value) -> str:
@@ -127,7 +140,8 @@ def rows(results: list[dict]) -> list[list]:
     """The table's rows, one per database. Pure."""
     return [
         [
-            r["database"], f"{r['loops']:,} every {r['every']} s", r["slots"], f"{r['admitted']:,} / {r['expected']:,}",
+            r["database"], f"{r['loops']:,} every {r['every']} s", r["workers"],
+            "—" if r["previews"] is None else f"{r['previews']:,}", r["slots"], f"{r['admitted']:,} / {r['expected']:,}",
             r["skipped"], _seconds(r["p50"]), _seconds(r["p99"]), _seconds(r["max"]),
             f"{_seconds(r['firstNames'])} / {_seconds(r['lastNames'])}", f"{r['backlogMax']:,} / {r['backlogEnd']:,}",
         ]
@@ -136,7 +150,7 @@ def rows(results: list[dict]) -> list[list]:
 
 
 HEADERS = [
-    "database", "loops", "slots watched", "ticks admitted / due", "slots skipped", "lateness p50 s", "p99 s",
+    "database", "loops", "run workers", "previews ended", "slots watched", "ticks admitted / due", "slots skipped", "lateness p50 s", "p99 s",
     "max s", "median, first / last quarter of names s", "backlog largest / at end",
 ]
 
@@ -149,7 +163,7 @@ def main() -> None:
     results = []
     for database in ([] if args.no_sqlite else ["sqlite"]) + (["postgresql"] if args.database_url else []):
         argv = [sys.executable, __file__, "--one", database, "--loops", str(args.loops), "--every", str(args.every),
-                "--seconds", str(args.seconds)]
+                "--seconds", str(args.seconds), "--run-workers", str(args.run_workers)]
         if args.database_url:
             argv += ["--database-url", args.database_url]
         results.append(bench_env.run_child(argv, timeout=START_TIMEOUT + args.seconds + 300, what=database))

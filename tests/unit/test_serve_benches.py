@@ -141,8 +141,11 @@ def test_overload_bench_figures_split_lateness_by_the_loops_names_and_keep_the_b
         "firstNames": pytest.approx(0.505), "lastNames": pytest.approx(0.07),
         "backlogMax": 16, "backlogEnd": 0,
     }
-    row = overload_bench.rows([{"database": "SQLite 3.40.1", "loops": 8, "every": 5, "slots": 2, **summary}])
-    assert row == [["SQLite 3.40.1", "8 every 5 s", 2, "15 / 16", 1, "0.07", "1.06", "1.06", "0.51 / 0.07", "16 / 0"]]
+    row = overload_bench.rows([{"database": "SQLite 3.40.1", "loops": 8, "every": 5, "slots": 2, "workers": 2,
+                                "previews": 1234, **summary}])
+    assert row == [["SQLite 3.40.1", "8 every 5 s", 2, "1,234", 2, "15 / 16", 1, "0.07", "1.06", "1.06", "0.51 / 0.07",
+                    "16 / 0"]]
+    assert len(row[0]) == len(overload_bench.HEADERS)
 
 
 @pytest.mark.parametrize("argv", [["--loops", "3"], ["--every", "0"], ["--every", "5", "--seconds", "9"], ["--no-sqlite"]])
