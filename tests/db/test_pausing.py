@@ -1,7 +1,11 @@
 """Pausing and resuming a loop (schedules.pausing; docs/schedules.md, "Pausing a loop")."""
 
+from io import StringIO
+
 import pytest
+import time_machine
 from django.contrib.auth.models import Permission
+from django.core.management import call_command
 
 from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.registry import store
@@ -163,3 +167,26 @@ def test_a_pause_survives_disable_and_enable_and_is_dropped_with_the_loop(regist
     tick("2026-11-30T23:31:05Z")
     assert not LoopPause.objects.exists()
     assert journal("loop_pause_dropped") == [("system", "", {"loop": "old-loop"})]
+
+
+@pytest.mark.usefixtures("host_clock_as_database_clock")
+def test_the_commands_pause_and_resume_with_the_os_user_and_refuse_with_exit_2(registry_files, controller, viewer):
+    registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
+    out = StringIO()
+    with time_machine.travel(at("2026-11-30T21:05:00Z"), tick=False):
+        call_command("schedule", "pause", "heartbeat", "--note", "agent failing", "--until", "2026-12-31T00:00:00Z",
+                     "--as", "carol", stdout=out)
+    assert "paused heartbeat until 2026-12-31T00:00:00Z" in out.getvalue()
+    assert "still admitted and planned as any other door's event: watched" in out.getvalue()
+    (entry,) = journal("loop_paused")
+    assert (entry[0], entry[1], entry[2]["via"], entry[2]["until"]) == ("operator", "carol", "cli", "2026-12-31T00:00:00Z")
+    assert entry[2]["osUser"]
+    err = StringIO()
+    with pytest.raises(SystemExit) as exited, time_machine.travel(at("2026-11-30T22:00:00Z"), tick=False):
+        call_command("schedule", "resume", "heartbeat", "--as", "victor", stderr=err)
+    assert exited.value.code == 2
+    assert err.getvalue().strip() == "refused: permission_denied: victor lacks the control_loop permission"
+    out = StringIO()
+    with time_machine.travel(at("2026-11-30T23:30:00Z"), tick=False):
+        call_command("schedule", "resume", "heartbeat", "--as", "carol", "--json", stdout=out)
+    assert out.getvalue() == '{"loop":"heartbeat","paused":false,"coveredSlots":2}\n'
