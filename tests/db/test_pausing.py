@@ -13,6 +13,7 @@ from runtime.services.admission import admit_event
 from runtime.services.planning import plan_pending
 from schedules.history import Gap, unwatched
 from schedules.models import LoopChange, LoopPause, ScheduleState, ScheduleSync
+from schedules.overview import schedules_overview
 from schedules.pausing import PauseRefused, pause_loop, resume_loop
 from tests.conftest import at
 from tests.helpers import DIGEST_ON, choose, finish_active_runs, tick
@@ -190,3 +191,18 @@ def test_the_commands_pause_and_resume_with_the_os_user_and_refuse_with_exit_2(r
     with time_machine.travel(at("2026-11-30T23:30:00Z"), tick=False):
         call_command("schedule", "resume", "heartbeat", "--as", "carol", "--json", stdout=out)
     assert out.getvalue() == '{"loop":"heartbeat","paused":false,"coveredSlots":2}\n'
+
+
+def test_a_paused_loop_is_shown_paused_and_never_stopped(registry_files, controller):
+    registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
+    tick("2026-11-30T21:00:05Z")
+    pause(controller, "2026-11-30T21:05:00Z", note="agent failing", until="2026-12-01T09:30:00Z")
+    tick("2026-11-30T21:05:01Z")
+    (view,) = schedules_overview(store.current(), now=at("2026-12-01T09:00:00Z"), names=["heartbeat"])
+    item = view.as_json()
+    assert (item["stopped"], item["nextSlotDue"], item["paused"]) == (False, "2026-12-01T09:00:00Z", {
+        "by": "carol", "at": "2026-11-30T21:05:00Z", "note": "agent failing", "until": "2026-12-01T09:30:00Z",
+    })
+    out = StringIO()
+    call_command("schedule", "show", "heartbeat", stdout=out)
+    assert "paused             by carol at 2026-11-30T21:05:00Z, until 2026-12-01T09:30:00Z: agent failing" in out.getvalue()

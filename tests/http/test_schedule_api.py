@@ -89,7 +89,7 @@ def test_status_answers_what_doctor_prints(client, token, registry_files):
 @pytest.mark.parametrize("count", [1, 500])
 def test_get_schedules_costs_constant_queries(client, token, registry_files, django_assert_num_queries, count):
     many_loops(registry_files, count)
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(5):
         response = client.get("/schedules", headers={"Authorization": f"Bearer {TOKEN}"})
     assert len(response.json()) == count
 
