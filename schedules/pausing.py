@@ -19,7 +19,7 @@ are not touched: they plan as any other door's event does (watched).
 """
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 
@@ -202,6 +202,16 @@ def drop_removed(registry: Registry, pauses: dict[str, "datetime | None"], now: 
         del pauses[name]
         logger.warning("loop %s left the registry; its pause is dropped", name,
                        extra={"action": "loop_pause_dropped", "loop": name})
+
+
+def long_pauses(*, now: datetime, warn_seconds: int) -> list[dict]:
+    """The pauses without ``until`` older than ``warn_seconds`` at ``now`` (the doctor's
+    ``longPauses``): ``[{loop, pausedAt, by}]`` by loop. One query."""
+    rows = LoopPause.objects.filter(until__isnull=True, paused_at__lt=now - timedelta(seconds=warn_seconds))
+    return [
+        {"loop": loop, "pausedAt": format_instant(at), "by": by}
+        for loop, at, by in rows.order_by("loop").values_list("loop", "paused_at", "paused_by__username")
+    ]
 
 
 def paused_loops(names: list[str] | None = None) -> dict[str, datetime | None]:

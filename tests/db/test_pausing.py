@@ -7,6 +7,7 @@ import time_machine
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
 
+from ops.doctor import collect_status
 from runtime.models import Door, Event, JournalEntry, Proposal, Run
 from runtime.registry import store
 from runtime.services.admission import admit_event
@@ -206,3 +207,22 @@ def test_a_paused_loop_is_shown_paused_and_never_stopped(registry_files, control
     out = StringIO()
     call_command("schedule", "show", "heartbeat", stdout=out)
     assert "paused             by carol at 2026-11-30T21:05:00Z, until 2026-12-01T09:30:00Z: agent failing" in out.getvalue()
+
+
+def test_a_pause_without_until_older_than_the_warning_is_the_long_pauses_anomaly(registry_files, controller, settings):
+    settings.FACTORY_PAUSE_WARN_SECONDS = 86400
+    registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
+    tick("2026-11-30T21:00:05Z")
+    pause(controller, "2026-11-30T21:05:00Z")
+    at_boundary = collect_status(now=at("2026-12-01T21:05:00Z"))
+    assert (at_boundary["longPauses"], "longPauses" in at_boundary["anomalies"]) == ([], False)
+    assert at_boundary["stoppedSchedules"] == []
+    after = collect_status(now=at("2026-12-01T21:05:01Z"))
+    assert after["longPauses"] == [{"loop": "heartbeat", "pausedAt": "2026-11-30T21:05:00Z", "by": "carol"}]
+    assert "longPauses" in after["anomalies"] and "stoppedSchedules" not in after["anomalies"]
+
+
+def test_a_pause_with_until_is_never_a_long_pause(registry_files, controller):
+    registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
+    pause(controller, "2026-11-30T21:05:00Z", until="2026-12-10T00:00:00Z")
+    assert collect_status(now=at("2026-12-05T00:00:00Z"))["longPauses"] == []
