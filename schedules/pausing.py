@@ -116,7 +116,7 @@ def pause_loop(
     loop = _loop(registry, name)
     note = note.strip()
     if not note:
-        raise PauseRefused("note_required", "say why the loop is paused (--note)")
+        raise PauseRefused("note_required", "a pause needs a note saying why the loop is paused")
     _check_note(note)
     if until is not None and until <= now:
         raise PauseRefused("until_in_past", f"--until {format_instant(until)} is not after now ({format_instant(now)})")
