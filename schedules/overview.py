@@ -25,8 +25,9 @@ from runtime.models import TERMINAL_RUN_STATUSES, Event, Proposal, ProposalStatu
 from runtime.registry import Loop, Registry
 
 from .keyed import Row
-from .models import KeyedSchedule, LoopPause, ScheduleState
+from .models import KeyedSchedule, ScheduleState
 from .names import loop_index
+from .pausing import PauseView, pauses_of
 from .rows import state_rows
 from .ticks import is_fresh
 
@@ -171,7 +172,7 @@ class LoopView:
     stopped: bool
     keyed: KeyedCounts | None = None
     #: The loop's pause (docs/schedules.md, "Pausing a loop"), or None.
-    paused: "PauseView | None" = None
+    paused: PauseView | None = None
 
     def as_json(self) -> dict:
         """The item of ``schedule list --json`` (docs/schedules.md): camelCase, instants as text.
@@ -220,7 +221,7 @@ def loop_view(
     last_run: dict | None,
     pending: int,
     now: datetime,
-    paused: "PauseView | None" = None,
+    paused: PauseView | None = None,
 ) -> LoopView:
     """Assemble one loop's view from rows already read. Pure.
 
@@ -241,7 +242,7 @@ def loop_view(
         loop=loop,
         last_slot_fired=state.last_slot if state else None,
         last_tick_at=state.last_tick_at if state else None,
-        next_slot_due=next_slot_due(loop, state, now, keyed) if paused is None else _resumed_slot(loop, paused),
+        next_slot_due=next_slot_due(loop, state, now, keyed) if paused is None else paused.resumed_slot(loop),
         last_outcome=outcome,
         pending_proposals=pending,
         expected_by=deadline,
@@ -249,37 +250,6 @@ def loop_view(
         keyed=keyed,
         paused=paused,
     )
-
-
-@dataclass(frozen=True)
-class PauseView:
-    """A loop's pause: who paused it (username), when, why, and until when (None: until resumed)."""
-
-    by: str
-    at: datetime
-    note: str
-    until: datetime | None
-
-    def as_json(self) -> dict:
-        """``{by, at, note, until}``, instants as text."""
-        return {"by": self.by, "at": _instant(self.at), "note": self.note, "until": _instant(self.until)}
-
-
-def _resumed_slot(loop: Loop, paused: PauseView) -> datetime | None:
-    """The slot a paused loop fires when its pause's ``until`` comes (it fires fresh); None
-    until resumed, or for a keyed loop. Pure."""
-    if paused.until is None or loop.keyed is not None or not loop.enabled:
-        return None
-    return loop_rule(loop).floor(paused.until)
-
-
-def pauses_of(names: list[str] | None) -> dict[str, PauseView]:
-    """The pauses of ``names`` (or of every loop), by loop. One query."""
-    rows = LoopPause.objects.all() if names is None else LoopPause.objects.filter(loop__in=names)
-    return {
-        loop: PauseView(by, at, note, until)
-        for loop, by, at, note, until in rows.values_list("loop", "paused_by__username", "paused_at", "note", "until")
-    }
 
 
 def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | None = None) -> list[LoopView]:

@@ -19,6 +19,7 @@ are not touched: they plan as any other door's event does (watched).
 """
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -212,6 +213,39 @@ def long_pauses(*, now: datetime, warn_seconds: int) -> list[dict]:
         {"loop": loop, "pausedAt": format_instant(at), "by": by}
         for loop, at, by in rows.order_by("loop").values_list("loop", "paused_at", "paused_by__username")
     ]
+
+
+@dataclass(frozen=True)
+class PauseView:
+    """A loop's pause as the overview shows it (``schedules.overview``, the ``paused`` of
+    ``schedule list --json``): who paused it (username), when, why, and until when (None:
+    until resumed)."""
+
+    by: str
+    at: datetime
+    note: str
+    until: datetime | None
+
+    def as_json(self) -> dict:
+        """``{by, at, note, until}``, instants as text (``until`` null: until resumed)."""
+        return {"by": self.by, "at": format_instant(self.at), "note": self.note,
+                "until": format_instant(self.until) if self.until else None}
+
+    def resumed_slot(self, loop: Loop) -> datetime | None:
+        """The slot the paused ``loop`` fires when ``until`` comes (it fires fresh, as resumed);
+        None until resumed, or for a keyed or disabled loop. Pure."""
+        if self.until is None or loop.keyed is not None or not loop.enabled:
+            return None
+        return loop_rule(loop).floor(self.until)
+
+
+def pauses_of(names: list[str] | None) -> dict[str, PauseView]:
+    """The pauses of ``names`` (or of every loop), by loop. One query."""
+    rows = LoopPause.objects.all() if names is None else LoopPause.objects.filter(loop__in=names)
+    return {
+        loop: PauseView(by, at, note, until)
+        for loop, by, at, note, until in rows.values_list("loop", "paused_by__username", "paused_at", "note", "until")
+    }
 
 
 def paused_loops(names: list[str] | None = None) -> dict[str, datetime | None]:

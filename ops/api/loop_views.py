@@ -12,8 +12,7 @@ from rest_framework.response import Response
 
 from lib.instants import InstantError, parse_instant
 from runtime.registry import store
-from schedules.overview import PauseView
-from schedules.pausing import OTHER_DOORS, pause_loop, resume_loop
+from schedules.pausing import OTHER_DOORS, PauseView, pause_loop, resume_loop
 
 from . import openapi
 from .views import BadRequest, DecisionView, decision_note
