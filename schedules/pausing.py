@@ -131,7 +131,7 @@ def pause_loop(
             pause = LoopPause.objects.create(loop=name, paused_at=now, paused_by=user, via=via, note=note, until=until)
             # Marked disabled, as the sync marks a disabled loop: resuming fires fresh, with no
             # skips. Due again only when ``until`` comes (the sync sets the same).
-            ScheduleState.objects.filter(loop=name).update(enabled=False, next_due=until if loop.keyed is None else None)
+            ScheduleState.objects.filter(loop=name).update(enabled=False, next_due=until)
             LoopChange.objects.create(loop=name, at=now, kind=LoopChangeKind.PAUSED)
             record("loop_paused", Actor.OPERATOR, at=now, actor_name=user.get_username(), data=data)
             _invalidate_sync()

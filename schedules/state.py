@@ -45,12 +45,14 @@ def next_due_of(
 ) -> datetime | None:
     """When ``state``'s loop next has a slot to fire: the slot after its last fired one;
     ``now`` for a loop that never fired or is re-enabled (it fires fresh); None for a
-    disabled, removed or keyed loop; for a loop in ``pauses`` (``paused_loops()``) its
-    pause's ``until`` (when the slot loop resumes it), else None. Pure."""
-    if loop is None or not loop.enabled or loop.keyed is not None:
+    disabled, removed or keyed loop; for a loop in ``pauses`` (``paused_loops()``), keyed or
+    not, its pause's ``until`` (when the slot loop resumes it), else None. Pure."""
+    if loop is None or not loop.enabled:
         return None
     if pauses and loop.name in pauses:
-        return pauses[loop.name]
+        return pauses[loop.name]  # a keyed loop's too: its state is what wakes the iteration at ``until``
+    if loop.keyed is not None:
+        return None
     if not state.enabled or state.last_slot is None:
         return now
     rule = loop_rule(loop)

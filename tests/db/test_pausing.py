@@ -226,3 +226,18 @@ def test_a_pause_with_until_is_never_a_long_pause(registry_files, controller):
     registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
     pause(controller, "2026-11-30T21:05:00Z", until="2026-12-10T00:00:00Z")
     assert collect_status(now=at("2026-12-05T00:00:00Z"))["longPauses"] == []
+
+
+def test_a_keyed_loop_paused_until_an_instant_resumes_by_itself(registry_files, controller):
+    registry_files.write_config("schedule.yaml", DIGEST_ON)
+    tick("2026-11-30T06:00:00Z")
+    choose("alice", "09:00", "Europe/Budapest", "2026-11-30T06:10:00Z")
+    tick("2026-11-30T06:10:01Z")
+    pause(controller, "2026-11-30T07:00:00Z", loop="customer-digest", until="2026-12-01T07:00:00Z")
+    assert tick("2026-11-30T08:00:01Z").ticks == []
+    tick("2026-12-01T07:00:00Z")  # resumed, it fires the row's current slot (yesterday's 09:00 Budapest)
+    assert journal("loop_resumed")[0][:2] == ("system", "")
+    tick("2026-12-01T08:00:01Z")
+    assert ticks("customer-digest") == [
+        "clock:customer-digest:alice:2026-11-30T08:00:00Z", "clock:customer-digest:alice:2026-12-01T08:00:00Z",
+    ]
