@@ -171,6 +171,10 @@ def _lift(name: str, registry: Registry, now: datetime, *, actor: Actor, actor_n
         if pause is None:
             return None
         pause.delete()
+        # Due now, whatever the sync does: a process whose sync read the pause just before
+        # this commit records the fingerprint again, and the loop must not wait for the next
+        # registry change (the iteration fires it fresh: its state is marked disabled).
+        ScheduleState.objects.filter(loop=name).update(next_due=now)
         loop = registry.loops.get(name)
         covered = covered_slots(loop, pause.paused_at, now) if loop is not None else 0
         if loop is not None and loop.enabled:

@@ -98,9 +98,11 @@ def sync_registry(registry: Registry, now: datetime) -> None:
     ``now`` (call it in a transaction: ``ensure_synced`` does). A paused loop
     (``schedules.pausing``) counts as disabled; the pauses of loops gone from the registry
     are dropped."""
+    # The states before the pauses: a resume committing between the two reads is then seen
+    # resumed (its state due now), never paused with the resume's ``next_due`` overwritten.
+    states = read_states()
     pauses = paused_loops()
     drop_removed(registry, pauses, now)
-    states = read_states()
     record_reenabled(registry, states, now, pauses)
     record_disabled(registry, states, now, pauses)
     record_first_seen(registry, states, now, pauses)

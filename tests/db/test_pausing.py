@@ -16,6 +16,7 @@ from schedules.history import Gap, unwatched
 from schedules.models import LoopChange, LoopPause, ScheduleState, ScheduleSync
 from schedules.overview import schedules_overview
 from schedules.pausing import PauseRefused, pause_loop, resume_loop
+from schedules.state import SYNC_NAME, loops_fingerprint
 from tests.conftest import at
 from tests.helpers import DIGEST_ON, choose, finish_active_runs, tick
 
@@ -241,3 +242,17 @@ def test_a_keyed_loop_paused_until_an_instant_resumes_by_itself(registry_files, 
     assert ticks("customer-digest") == [
         "clock:customer-digest:alice:2026-11-30T08:00:00Z", "clock:customer-digest:alice:2026-12-01T08:00:00Z",
     ]
+
+
+def test_a_resume_fires_even_when_a_sync_that_saw_the_pause_recorded_the_fingerprint(registry_files, controller):
+    registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
+    tick("2026-11-30T21:00:05Z")
+    finish_active_runs()
+    pause(controller, "2026-11-30T21:05:00Z")
+    tick("2026-11-30T21:05:01Z")
+    resume(controller, "2026-11-30T22:30:00Z")
+    # Another process's sync, which read the pause before the resume committed, stores the
+    # fingerprint again after the resume deleted it: no sync follows.
+    ScheduleSync.objects.create(name=SYNC_NAME, fingerprint=loops_fingerprint(store.current()), synced_at=at("2026-11-30T22:30:00Z"))
+    report = tick("2026-11-30T22:30:01Z")
+    assert [(t.event_id, t.skipped_slots) for t in report.ticks] == [("clock:heartbeat:2026-11-30T22:00:00Z", 0)]
