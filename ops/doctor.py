@@ -16,7 +16,10 @@ The anomalies, each named in ``anomalies`` when it stands:
 - ``registryInvalid`` — the registry or overlay on disk does not validate; the last good
   registry stays in force (docs/design.md §4);
 - ``expiredLeases``, ``interruptedRuns``, ``starvedQueue``, ``stuckLoops``,
-  ``futureLastSlot``, ``clockSkew`` — runs, loops and clocks (``ops.doctor_checks``).
+  ``futureLastSlot``, ``clockSkew`` — runs, loops and clocks (``ops.doctor_checks``);
+- ``longPauses`` — a loop paused without ``--until`` for longer than
+  ``FACTORY_PAUSE_WARN_SECONDS`` (``schedules.pausing.long_pauses``): a pause nobody lifted.
+  A paused loop is never ``stoppedSchedules``.
 
 ``processes`` lists the slot loops and workers seen recently (``ops.process_rows``); it is
 information, not an anomaly.
@@ -32,6 +35,7 @@ from runtime.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from runtime.registry import Registry, RegistryError, RegistryInvalid, store
 from schedules.findings import pile_ups, stopped_schedules
 from schedules.models import SlotLoopStatus
+from schedules.pausing import long_pauses
 from schedules.repair import future_last_slots
 
 from .doctor_checks import (
@@ -48,7 +52,9 @@ from .slot_loop import LOOP_NAME
 #: has stopped (docs/design.md §11). Ten seconds leave room for a slow iteration or a busy database.
 SLOT_LOOP_STALE_SECONDS = 10
 #: The keys of runs, loops and clocks, in the order ``anomalies`` names them (docs/schedules.md).
-FINDINGS = ("expiredLeases", "interruptedRuns", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew")
+FINDINGS = (
+    "expiredLeases", "interruptedRuns", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew", "longPauses",
+)
 
 
 def status_document(
@@ -137,6 +143,7 @@ def collect_status(*, now: datetime) -> dict:
         "stuckLoops": find_stuck_loops(),
         "futureLastSlot": future_last_slots(now=now),
         "clockSkew": clock_skew(processes),
+        "longPauses": long_pauses(now=now, warn_seconds=settings.FACTORY_PAUSE_WARN_SECONDS),
     }
     return status_document(
         now=now,

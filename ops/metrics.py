@@ -35,7 +35,7 @@ from django.db.models.lookups import LessThanOrEqual
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from runtime.models import TERMINAL_RUN_STATUSES, Event, Proposal, ProposalStatus, Run, RunStatus
-from schedules.models import SlotLoopStatus
+from schedules.models import LoopPause, SlotLoopStatus
 
 from .doctor import FINDINGS, collect_status
 from .slot_loop import LOOP_NAME
@@ -259,6 +259,8 @@ class DatabaseCollector:
             findings.add_metric([name], len(listed) if isinstance(listed, list) else int(name in standing))
         yield anomaly
         yield findings
+        yield GaugeMetricFamily("factory_loops_paused", "How many loops are paused (schedule pause).",
+                                value=LoopPause.objects.count())
         yield GaugeMetricFamily("factory_doctor_ok", "1 when the doctor reports no anomaly.",
                                 value=1 if status["ok"] else 0)
 

@@ -28,12 +28,21 @@ def list_text(items: list[dict]) -> str:
     headers = ["LOOP", "EVERY", "APPROVAL", "ENABLED", "SOURCE", "LAST SLOT FIRED", "NEXT SLOT DUE",
                "LAST OUTCOME", "PENDING", "STOPPED"]
     rows = [[
-        item["name"], _cadence_text(item), item["approval"], "yes" if item["enabled"] else "no",
+        item["name"], _cadence_text(item), item["approval"],
+        "paused" if item.get("paused") else "yes" if item["enabled"] else "no",
         item["source"] + (f" ({', '.join(item['overrides'])})" if item["overrides"] else ""),
         item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item["lastOutcome"]),
         str(item["pendingProposals"]), "STOPPED" if item["stopped"] else "-",
     ] for item in items]
     return format_table(headers, rows)
+
+def _paused_text(paused: dict | None) -> str:
+    """``by carol at … until …: the note`` of a pause, or ``no``."""
+    if not paused:
+        return "no"
+    until = f"until {paused['until']}" if paused["until"] else "until resumed"
+    return f"by {paused['by']} at {paused['at']}, {until}: {paused['note']}"
+
 
 def page_text(document: dict) -> str:
     """One page of ``schedule list`` (``{count, page, pageSize, results}``): the table, then —
@@ -69,6 +78,7 @@ def show_text(document: dict) -> str:
         ("last outcome", _outcome_text(document["lastOutcome"])),
         ("pending proposals", str(document["pendingProposals"])),
         ("stopped", "STOPPED: no tick for more than two intervals" if document["stopped"] else "no"),
+        ("paused", _paused_text(document.get("paused"))),
     ]
     if "keyed" in document:
         keyed = document["keyed"]

@@ -13,9 +13,9 @@ two questions (outbox rows pending? events not planned?): an idle slot-loop iter
 is then one round trip to the database and the doctor's row (docs/design.md §5).
 
 A keyed loop has work (``schedules.keyed``) when its state row is missing or marks it
-disabled while it is enabled, when an event of its setting or clearing types lies past
-its cursor (applied events stay there until they settle, a minute), or, enabled, when one
-of its rows is due.
+disabled while it is enabled and not paused, when an event of its setting or clearing types lies past
+its cursor (applied events stay there until they settle, a minute), or, enabled and not
+paused, when one of its rows is due.
 """
 
 from datetime import datetime
@@ -28,7 +28,7 @@ from runtime.prepared import prepared_cursor
 from runtime.registry import Loop
 from runtime.services.backlog import Backlog, backlog_columns
 
-from .models import KeyedRule, KeyedSchedule, ScheduleState, ScheduleSync
+from .models import KeyedRule, KeyedSchedule, LoopPause, ScheduleState, ScheduleSync
 
 _INSTANT = DateTimeField()
 _sql: dict[tuple, tuple[str, list]] = {}
@@ -43,7 +43,9 @@ def _statement(keyed: tuple[Loop, ...], *, with_backlog: bool) -> tuple[str, lis
     if cache_key in _sql:
         return _sql[cache_key]
     quote = connection.ops.quote_name
-    sync, state, rows, events = (quote(m._meta.db_table) for m in (ScheduleSync, ScheduleState, KeyedSchedule, Event))
+    sync, state, rows, events, pauses = (
+        quote(m._meta.db_table) for m in (ScheduleSync, ScheduleState, KeyedSchedule, Event, LoopPause)
+    )
     # The constant rule is a literal: SQLite matches a partial index's condition only
     # against literals. The earliest next_due and the latest last slots are compared, not
     # ``EXISTS (… WHERE next_due <= %s)``: PostgreSQL prepares this statement, and the
@@ -71,11 +73,18 @@ def _statement(keyed: tuple[Loop, ...], *, with_backlog: bool) -> tuple[str, lis
             f"(SELECT COALESCE(MIN({quote('keyed_cursor')}), 0) FROM {state} WHERE {quote('loop')} IN ({listed(names)})))"
         )
         if enabled:
+            # A paused keyed loop (``LoopPause``) has no work: its state stays marked disabled
+            # and its due rows wait (docs/schedules.md, "Pausing a loop").
+            def unpaused(table):
+                return f"NOT EXISTS (SELECT 1 FROM {pauses} WHERE {pauses}.{quote('loop')} = {table}.{quote('loop')})"
+
             parts.append(
-                f"EXISTS (SELECT 1 FROM {state} WHERE {quote('loop')} IN ({listed(enabled)}) AND NOT {quote('enabled')})"
+                f"EXISTS (SELECT 1 FROM {state} WHERE {quote('loop')} IN ({listed(enabled)}) AND NOT {quote('enabled')}"
+                f" AND {unpaused(state)})"
             )
             parts.append(
-                f"EXISTS (SELECT 1 FROM {rows} WHERE {quote('loop')} IN ({listed(enabled)}) AND {quote('next_due')} <= %s)"
+                f"EXISTS (SELECT 1 FROM {rows} WHERE {quote('loop')} IN ({listed(enabled)}) AND {quote('next_due')} <= %s"
+                f" AND {unpaused(rows)})"
             )
     if with_backlog:
         parts[:0] = backlog_columns()

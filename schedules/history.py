@@ -1,8 +1,8 @@
 """Reading the loops' enable/disable history (``LoopChange``): when, within a window, was a
 loop not watched? (docs/schedules.md, "Earning auto: `schedule report LOOP`").
 
-A loop is watched from an ``enabled`` change until the next change of any other kind — today
-``disabled``; a pause, once ``schedule pause`` exists, will be another kind that ends it.
+A loop is watched from an ``enabled`` or ``resumed`` change until the next change of any other
+kind — ``disabled`` or ``paused`` (``schedules.pausing``): a pause is a gap.
 Before a loop's first change the slot loop had not seen it: not watched either.
 """
 
@@ -53,7 +53,7 @@ def gaps_of(changes: list[tuple[datetime, str]], *, since: datetime, now: dateti
     watched, why, mark = False, "never seen", since
     for at, kind in changes:
         start = max(at, since)
-        if kind == LoopChangeKind.ENABLED:
+        if kind in (LoopChangeKind.ENABLED, LoopChangeKind.RESUMED):
             if not watched and start > mark:
                 gaps.append(Gap(mark, start, why))
             watched = True

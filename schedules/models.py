@@ -1,5 +1,6 @@
 """Schedule bookkeeping: derived data about loops; the events table stays the truth (docs/design.md §5)."""
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q, TextChoices
 
@@ -173,12 +174,14 @@ class KeyedEventApplied(models.Model):
 
 class LoopChangeKind(TextChoices):
     """What a ``LoopChange`` records: the slot loop saw the loop turned on (first seen, or
-    re-enabled) or off (disabled or removed). A pause (``schedule pause``, not built yet)
-    will add its own pair of kinds here, recorded the same way: the earning report reads a
-    loop as watched only between an ``enabled`` change and the next change of any other kind."""
+    re-enabled) or off (disabled or removed), or an operator paused or resumed it
+    (``schedules.pausing``). The earning report reads a loop as watched from an ``enabled``
+    or ``resumed`` change until the next change of any other kind."""
 
     ENABLED = "enabled"
     DISABLED = "disabled"
+    PAUSED = "paused"
+    RESUMED = "resumed"
 
 
 class LoopChange(models.Model):
@@ -206,3 +209,29 @@ class LoopChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.loop} {self.kind} at {self.at}"
+
+
+class LoopPause(models.Model):
+    """A loop an operator paused (docs/schedules.md, "Pausing a loop"): runtime state, not a
+    registry edit. While the row exists the slot loop fires no slot of the loop (its
+    effective enabled state is ``registry enabled and not paused``: ``schedules.state``).
+
+    Written and deleted only by ``schedules.pausing`` (``pause_loop``, ``resume_loop``, the
+    ``until`` expiry and the drop of a loop that left the registry), each journaled.
+    ``until`` (optional) is when the slot loop resumes it by itself; ``via`` is the door
+    (``cli``, ``api``, ``web``); ``note`` says why, in the operator's words.
+    """
+
+    loop = models.CharField(max_length=63, unique=True)
+    paused_at = models.DateTimeField()
+    paused_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    via = models.CharField(max_length=16)
+    note = models.TextField()
+    until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["loop"]
+        permissions = [("control_loop", "Can pause, resume and trigger loops")]
+
+    def __str__(self) -> str:
+        return f"{self.loop} paused at {self.paused_at}"

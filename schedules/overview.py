@@ -1,9 +1,9 @@
 """The schedules overview: every effective loop and what it last did (docs/design.md §6, §10, §11; docs/schedules.md).
 
 One computation serves ``GET /schedules``, ``manage.py schedule`` and the doctor, so the
-three never disagree. Reading all loops costs four queries whatever their number
+three never disagree. Reading all loops costs five queries whatever their number
 (schedule states with, for keyed loops, their key counts and earliest due row; last
-ticks; their runs; pending-proposal counts); the per-loop work is pure arithmetic on
+ticks; their runs; pending-proposal counts; pauses); the per-loop work is pure arithmetic on
 ``now``, which the caller passes in.
 
 Instants are written ``YYYY-MM-DDTHH:MM:SSZ`` (``lib.instants.format_instant``).
@@ -27,6 +27,7 @@ from runtime.registry import Loop, Registry
 from .keyed import Row
 from .models import KeyedSchedule, ScheduleState
 from .names import loop_index
+from .pausing import PauseView, pauses_of
 from .rows import state_rows
 from .ticks import is_fresh
 
@@ -170,13 +171,16 @@ class LoopView:
     expected_by: datetime | None
     stopped: bool
     keyed: KeyedCounts | None = None
+    #: The loop's pause (docs/schedules.md, "Pausing a loop"), or None.
+    paused: PauseView | None = None
 
     def as_json(self) -> dict:
         """The item of ``schedule list --json`` (docs/schedules.md): camelCase, instants as text.
 
         A time-of-day loop adds ``at``, ``timezone`` and ``days`` (``every`` and
         ``cadenceSeconds`` null); a keyed loop adds ``keyed: {setBy, clearedBy, keys,
-        nextDue}`` (docs/design.md §6).
+        nextDue}`` (docs/design.md §6). ``paused`` is null or ``{by, at, note, until}``
+        (``until`` null: until resumed); a paused loop is never ``stopped``.
         """
         loop = self.loop
         extension = {}
@@ -205,6 +209,7 @@ class LoopView:
             "lastOutcome": self.last_outcome.as_json() if self.last_outcome else None,
             "pendingProposals": self.pending_proposals,
             "stopped": self.stopped,
+            "paused": self.paused.as_json() if self.paused else None,
             **extension,
         }
 
@@ -216,17 +221,20 @@ def loop_view(
     last_run: dict | None,
     pending: int,
     now: datetime,
+    paused: PauseView | None = None,
 ) -> LoopView:
     """Assemble one loop's view from rows already read. Pure.
 
     ``last_tick`` holds the last tick's ``planning_outcome`` and ``planning_reason``;
     ``last_run`` its run's ``status``, ``outcome`` and ``reason``; for a keyed loop, the
-    state row carries ``keys`` and ``keys_next_due``.
+    state row carries ``keys`` and ``keys_next_due``; ``paused`` is the loop's pause
+    (``pauses_of``): the loop is then not stopped, and its next slot is none (or, for a
+    pause with ``until``, the slot it fires then).
     """
     keyed = None
     if loop.keyed is not None:
         keyed = KeyedCounts(getattr(state, "keys", None) or 0, getattr(state, "keys_next_due", None))
-    deadline = expected_by(loop, state, keyed)
+    deadline = expected_by(loop, state, keyed) if paused is None else None
     outcome = None
     if last_tick is not None:
         outcome = last_outcome(last_tick["planning_outcome"], last_tick["planning_reason"], last_run)
@@ -234,23 +242,24 @@ def loop_view(
         loop=loop,
         last_slot_fired=state.last_slot if state else None,
         last_tick_at=state.last_tick_at if state else None,
-        next_slot_due=next_slot_due(loop, state, now, keyed),
+        next_slot_due=next_slot_due(loop, state, now, keyed) if paused is None else paused.resumed_slot(loop),
         last_outcome=outcome,
         pending_proposals=pending,
         expected_by=deadline,
         stopped=deadline is not None and now > deadline,
         keyed=keyed,
+        paused=paused,
     )
 
 
 def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | None = None) -> list[LoopView]:
     """Every effective loop of ``registry`` (or only ``names``), by name, as seen at ``now``.
 
-    Four queries whatever the number of loops: the loops' ``ScheduleState`` rows (as
+    Five queries whatever the number of loops: the loops' ``ScheduleState`` rows (as
     named tuples of ``STATE_FIELDS``, which the pure functions read like the model); their
     last ticks, found by the eventId each state records (the state is written in the
     tick's admission transaction, docs/design.md §5); those ticks' runs; the pending proposals
-    counted per loop.
+    counted per loop; the pauses (``pauses_of``).
     """
     loops = [registry.loops[name] for name in (sorted(names) if names is not None else loop_index(registry).names)]
     states_qs: QuerySet = ScheduleState.objects.all()
@@ -267,19 +276,20 @@ def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | 
         for row in Run.objects.filter(event_id__in=ticks_qs.values("id")).values("event_id", "status", "outcome", "reason")
     }
     pending = pending_counts(names)
+    pauses = pauses_of(names)
     views = []
     for loop in loops:
         state = states.get(loop.name)
         tick = ticks.get(state.last_event_id) if state else None
         run = runs.get(tick["id"]) if tick else None
-        views.append(loop_view(loop, state, tick, run, pending.get(loop.name, 0), now))
+        views.append(loop_view(loop, state, tick, run, pending.get(loop.name, 0), now, pauses.get(loop.name)))
     return views
 
 
 def schedules_page(registry: Registry, *, now: datetime, offset: int, limit: int) -> tuple[list[LoopView], int]:
     """The loops from position ``offset`` (from 0), at most ``limit``, by name, and how many
     loops there are. The page's names are a slice of ``loop_index``; only their rows are read
-    (``schedules_overview``'s four queries, none for an empty page)."""
+    (``schedules_overview``'s five queries, none for an empty page)."""
     names = loop_index(registry).names
     page = list(names[offset:offset + limit])
     return (schedules_overview(registry, now=now, names=page) if page else []), len(names)

@@ -22,6 +22,7 @@ from runtime.registry import Loop, Registry
 from runtime.services.bulk_rows import recordset, stored_instant
 
 from .models import LoopChange, LoopChangeKind, ScheduleState, ScheduleSync
+from .pausing import drop_removed, paused_loops
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +40,18 @@ def read_states() -> dict[str, ScheduleState]:
     return {state.loop: state for state in ScheduleState.objects.all()}
 
 
-def next_due_of(loop: Loop | None, state: "ScheduleState | DueState", now: datetime) -> datetime | None:
+def next_due_of(
+    loop: Loop | None, state: "ScheduleState | DueState", now: datetime, pauses: dict[str, datetime | None] | None = None,
+) -> datetime | None:
     """When ``state``'s loop next has a slot to fire: the slot after its last fired one;
     ``now`` for a loop that never fired or is re-enabled (it fires fresh); None for a
-    disabled, removed or keyed loop. Pure."""
-    if loop is None or not loop.enabled or loop.keyed is not None:
+    disabled, removed or keyed loop; for a loop in ``pauses`` (``paused_loops()``), keyed or
+    not, its pause's ``until`` (when the slot loop resumes it), else None. Pure."""
+    if loop is None or not loop.enabled:
+        return None
+    if pauses and loop.name in pauses:
+        return pauses[loop.name]  # a keyed loop's too: its state is what wakes the iteration at ``until``
+    if loop.keyed is not None:
         return None
     if not state.enabled or state.last_slot is None:
         return now
@@ -87,16 +95,22 @@ def sync_registry(registry: Registry, now: datetime) -> None:
     loops, create the rows of loops seen for the first time, and recompute every
     ``next_due`` that differs. Reads every row: ``ensure_synced`` runs it when the loops
     change, not every iteration. Every loop it sees turned off or on gets a ``LoopChange`` at
-    ``now`` (call it in a transaction: ``ensure_synced`` does)."""
+    ``now`` (call it in a transaction: ``ensure_synced`` does). A paused loop
+    (``schedules.pausing``) counts as disabled; the pauses of loops gone from the registry
+    are dropped."""
+    # The states before the pauses: a resume committing between the two reads is then seen
+    # resumed (its state due now), never paused with the resume's ``next_due`` overwritten.
     states = read_states()
-    record_reenabled(registry, states, now)
-    record_disabled(registry, states, now)
-    record_first_seen(registry, states, now)
-    if any(name not in states for name, loop in registry.loops.items() if loop.enabled):
+    pauses = paused_loops()
+    drop_removed(registry, pauses, now)
+    record_reenabled(registry, states, now, pauses)
+    record_disabled(registry, states, now, pauses)
+    record_first_seen(registry, states, now, pauses)
+    if any(name not in states for name, loop in registry.loops.items() if loop.enabled and name not in pauses):
         states = read_states()
     changed = []
     for name, state in states.items():
-        due = next_due_of(registry.loops.get(name), state, now)
+        due = next_due_of(registry.loops.get(name), state, now, pauses)
         if due != state.next_due:
             state.next_due = due
             changed.append(state)
@@ -144,48 +158,60 @@ class Advance:
     fresh: bool
 
 
-def record_disabled(registry: Registry, states: dict[str, ScheduleState], now: datetime) -> None:
-    """Mark loops disabled (or gone) so that re-enabling them does not replay missed slots,
-    each with a ``disabled`` change at ``now``; ``states`` is updated in place."""
-    stale = [
-        name for name, state in states.items()
-        if state.enabled and (name not in registry.loops or not registry.loops[name].enabled)
-    ]
+def _effective(registry: Registry, name: str, pauses: dict) -> bool:
+    """Whether the slot loop fires ``name``: enabled in ``registry`` and not paused."""
+    return name in registry.loops and registry.loops[name].enabled and name not in pauses
+
+
+def record_disabled(registry: Registry, states: dict[str, ScheduleState], now: datetime, pauses: dict | None = None) -> None:
+    """Mark loops disabled, paused (``pauses``) or gone so that re-enabling them does not
+    replay missed slots, each with a ``disabled`` change at ``now`` (a pause wrote its own
+    ``paused`` change); ``states`` is updated in place."""
+    pauses = pauses or {}
+    stale = [name for name, state in states.items() if state.enabled and not _effective(registry, name, pauses)]
     if stale:
         ScheduleState.objects.filter(loop__in=stale, enabled=True).update(enabled=False)
-        LoopChange.objects.bulk_create([LoopChange(loop=name, at=now, kind=LoopChangeKind.DISABLED) for name in stale])
+        LoopChange.objects.bulk_create([
+            LoopChange(loop=name, at=now, kind=LoopChangeKind.DISABLED) for name in stale if name not in pauses
+        ])
         for name in stale:
             states[name].enabled = False
             logger.info("loop %s is disabled; its ticks stop", name, extra={"action": "loop_disabled", "loop": name})
 
 
-def record_first_seen(registry: Registry, states: dict[str, ScheduleState], now: datetime) -> None:
+def record_first_seen(registry: Registry, states: dict[str, ScheduleState], now: datetime, pauses: dict | None = None) -> None:
     """Give an enabled loop the slot loop sees for the first time its ``enabledSince``.
 
     The doctor counts a loop that never managed to tick from then (docs/design.md §11); the row
     has no last slot, so the loop still fires fresh.
     """
+    pauses = pauses or {}
     new = [
         ScheduleState(loop=name, enabled=True, enabled_since=now)
         for name, loop in registry.loops.items()
-        if loop.enabled and name not in states
+        if loop.enabled and name not in states and name not in pauses
     ]
     if new:
         ScheduleState.objects.bulk_create(new, ignore_conflicts=True)
         LoopChange.objects.bulk_create([LoopChange(loop=s.loop, at=now, kind=LoopChangeKind.ENABLED) for s in new])
 
 
-def record_reenabled(registry: Registry, states: dict[str, ScheduleState], now: datetime) -> None:
-    """An ``enabled`` change at ``now`` for each loop enabled in ``registry`` whose state is
-    still marked disabled, unless its last change already says so. The state itself stays
+def record_reenabled(registry: Registry, states: dict[str, ScheduleState], now: datetime, pauses: dict | None = None) -> None:
+    """An ``enabled`` change at ``now`` for each loop enabled in ``registry`` and not paused
+    whose state is still marked disabled, unless its last change already says so (``enabled``,
+    or ``resumed``: a resumed loop is re-enabled by its pause's end). The state itself stays
     disabled until the loop fires fresh (``advance_loops``, ``keyed_states``), so a second
     sync before that tick must not record the turn twice: one query over those loops' last
     changes."""
-    back = [name for name, state in states.items() if not state.enabled and name in registry.loops and registry.loops[name].enabled]
+    pauses = pauses or {}
+    back = [name for name, state in states.items() if not state.enabled and _effective(registry, name, pauses)]
     if not back:
         return
     last = LoopChange.objects.filter(loop__in=back).values("loop").annotate(last=Max("id")).values("last")
-    already = set(LoopChange.objects.filter(id__in=last, kind=LoopChangeKind.ENABLED).values_list("loop", flat=True))
+    already = set(
+        LoopChange.objects.filter(id__in=last, kind__in=[LoopChangeKind.ENABLED, LoopChangeKind.RESUMED])
+        .values_list("loop", flat=True)
+    )
     LoopChange.objects.bulk_create([
         LoopChange(loop=name, at=now, kind=LoopChangeKind.ENABLED) for name in back if name not in already
     ])
@@ -260,10 +286,12 @@ def _values_update(columns: list[str], rows: list[tuple], *, forward_only: bool,
         cursor.execute(sql, params)
 
 
-def keyed_states(keyed: list[Loop], now: datetime) -> dict[str, ScheduleState]:
+def keyed_states(keyed: list[Loop], now: datetime, paused: frozenset[str] = frozenset()) -> dict[str, ScheduleState]:
     """The states of the keyed loops, created where missing; a loop the slot loop sees
-    re-enabled gets a new ``enabledSince``, so its rows fire their current slot with no skips."""
-    ScheduleState.objects.filter(loop__in=[loop.name for loop in keyed if loop.enabled], enabled=False).update(
+    re-enabled (and not ``paused``) gets a new ``enabledSince``, so its rows fire their
+    current slot with no skips."""
+    live = [loop.name for loop in keyed if loop.enabled and loop.name not in paused]
+    ScheduleState.objects.filter(loop__in=live, enabled=False).update(
         enabled=True, enabled_since=now
     )
     for loop in keyed:

@@ -26,6 +26,7 @@ from .due_check import nothing_due
 from .envelope import tick_envelope
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
+from .pausing import paused_loops, resume_expired
 from .repair import future_limit, repair_future_slots
 from .state import (
     SYNC_NAME,
@@ -133,6 +134,8 @@ def emit_due_ticks(
         keyed=tuple(keyed_loops(registry)),
     ):
         return []
+    if at is None:
+        resume_expired(registry, now)  # a pause's ``until`` is its loop's ``next_due``: it ends here
     ensure_synced(registry, now)
     states = due_states(due_by=at or now, future_after=future_after)
     repair_future_slots(registry, states, now=now)
@@ -150,13 +153,16 @@ def _due_from(states: dict[str, DueState], instant: datetime, registry: Registry
     # In loop-name order: the query's rows come in no order (it is shaped for its indexes),
     # and admission order decides planning order (docs/design.md §7), so it is kept stable.
     fetched = sorted((s for s in states.values() if s.next_due is not None and s.next_due <= instant), key=lambda s: s.loop)
-    by_name = {s.loop: s for s in fetched}
+    # A pause committed after this iteration's sync: its loop's due state is not fired (one
+    # query, only when something is due; docs/schedules.md, "Pausing a loop").
+    pauses = paused_loops([s.loop for s in fetched]) if fetched else {}
+    by_name = {s.loop: s for s in fetched if s.loop not in pauses}
     due = due_ticks(now=instant, registry=registry, states=by_name, names=list(by_name))
     firing = {loop.name for loop, _, _ in due}
     stale = []
     for state in fetched:
         if state.loop not in firing:
-            state.next_due = next_due_of(registry.loops.get(state.loop), state, instant)
+            state.next_due = next_due_of(registry.loops.get(state.loop), state, instant, pauses)
             if state.next_due is not None and state.next_due <= instant:
                 continue  # a loop left to the slot loop by ``--at``; it fires there
             stale.append(state)
@@ -245,11 +251,13 @@ def _emit_keyed(registry: Registry, now: datetime) -> list[TickReport]:
     keyed = keyed_loops(registry)
     if not keyed:
         return []
-    states = keyed_states(keyed, now)
+    # A keyed loop pauses as a whole: its rows stay as they are and none fires (one query).
+    paused = frozenset(paused_loops([loop.name for loop in keyed]))
+    states = keyed_states(keyed, now, paused)
     reports = []
     for loop in keyed:
         apply_keyed_events(loop, states[loop.name], now=now)
-        if loop.enabled:
+        if loop.enabled and loop.name not in paused:
             reports += [
                 TickReport(loop.name, event_id, due.slot, due.skipped_slots, admitted)
                 for event_id, due, admitted in emit_keyed_ticks(loop, states[loop.name], now=now, registry=registry)

@@ -14,6 +14,8 @@ from .shapes import (
     ErrorSerializer,
     EventItemSerializer,
     EventPageSerializer,
+    LoopPausedSerializer,
+    LoopResumedSerializer,
     PreviewAskedSerializer,
     ProposalItemSerializer,
     ProposalPageSerializer,
@@ -170,6 +172,43 @@ proposal_preview = extend_schema(
                409: refusal("`not_pending` (decided), `no_preview` (its definition declares none), "
                             "`preview_in_progress` (its preview waits or runs)"),
                429: refusal("`preview_too_soon`: a person asked for this proposal's preview less than 10 s ago")},
+)
+LOOP_NAME = OpenApiParameter("name", {"type": "string", "maxLength": 63, "pattern": NO_NUL}, OpenApiParameter.PATH,
+                             description="the loop's name; a loop not in the registry in force is 404 `unknown_loop`")
+PAUSE_BODY = {
+    "type": "object", "additionalProperties": False, "required": ["note"],
+    "properties": {
+        "note": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "why: journaled and shown"},
+        "until": {"type": "string", "format": "date-time", "description": "resume by itself then (RFC 3339 with an offset)"},
+    },
+}
+
+
+def loop_control(operation_id: str, summary: str, ok, body: dict, conflicts: str, bad: str):
+    return extend_schema(
+        operation_id=operation_id, summary=summary, tags=["decisions"], request={"application/json": body},
+        parameters=[LOOP_NAME],
+        responses={200: ok, **COMMON,
+                   400: refusal(bad + ", `invalid_note` (a NUL or a lone surrogate), `parse_error`, `bad_request`"),
+                   403: refusal("`permission_denied` (no control_loop, or not staff), `person_required` "
+                                "(FACTORY_API_TOKEN never pauses), `csrf_failed`"),
+                   404: refusal("`unknown_loop`: no loop of that name"),
+                   409: refusal(conflicts),
+                   408: refusal("`request_timeout`"), 413: refusal("`payload_too_large`"),
+                   415: refusal("`unsupported_media_type`: the body is not application/json")},
+    )
+
+
+loop_pause = loop_control(
+    "api_loop_pause", "Pause a loop: it fires no slot until resumed or until `until` (docs/schedules.md)",
+    LoopPausedSerializer, PAUSE_BODY, "`already_paused`, or `loop_disabled` (disabled in the registry)",
+    "`invalid_body` (anything but {note, until?}), `note_required`, `note_too_long` (over 2,000 characters), "
+    "`until_in_past`",
+)
+loop_resume = loop_control(
+    "api_loop_resume", "Resume a paused loop: its current slot fires at the next iteration, with no skips",
+    LoopResumedSerializer, NOTE_BODY, "`not_paused`",
+    "`invalid_body` (anything but {} or {\"note\": text}), `note_too_long` (over 2,000 characters)",
 )
 unknown_route = extend_schema(exclude=True)
 

@@ -127,6 +127,22 @@ class RunDecidedSerializer(serializers.Serializer):
     run = RunItemSerializer()
 
 
+class LoopPausedSerializer(serializers.Serializer):
+    """``POST /api/loops/{name}/pause``'s answer (docs/schedules.md, "Pausing a loop")."""
+
+    loop = serializers.CharField()
+    paused = serializers.JSONField(help_text="{by, at, note, until}: the pause, as GET /schedules shows it")
+    otherDoors = serializers.CharField(help_text="what the pause does to events of the loop's type from other doors")
+
+
+class LoopResumedSerializer(serializers.Serializer):
+    """``POST /api/loops/{name}/resume``'s answer."""
+
+    loop = serializers.CharField()
+    paused = serializers.JSONField(help_text="null: the loop fires its current slot at the next iteration")
+    coveredSlots = serializers.IntegerField(help_text="how many of the loop's slots the pause covered")
+
+
 class PageSerializer(serializers.Serializer):
     """One page, newest first: ``{count, next, previous, results}`` (``?page=N&pageSize=M``)."""
 

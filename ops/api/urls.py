@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from . import views
+from . import loop_views, views
 
 urlpatterns = [
     path("events", views.EventList.as_view(), name="api-events"),
@@ -17,6 +17,8 @@ urlpatterns = [
     path("runs/<str:id>", views.RunDetail.as_view(), name="api-run"),
     path("runs/<str:id>/retry", views.RunRetry.as_view(), name="api-run-retry"),
     path("runs/<str:id>/close", views.RunClose.as_view(), name="api-run-close"),
+    path("loops/<str:name>/pause", loop_views.LoopPauseView.as_view(), name="api-loop-pause"),
+    path("loops/<str:name>/resume", loop_views.LoopResumeView.as_view(), name="api-loop-resume"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     re_path(r"^.*$", views.UnknownRoute.as_view(), name="api-unknown"),

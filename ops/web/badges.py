@@ -31,6 +31,7 @@ DOCTOR_BADGES = (
     ("expiredLeases", "expired lease"),
     ("proposalPileUps", "piling up"),
     ("futureLastSlot", "future last slot"),
+    ("longPauses", "paused for long"),
 )
 LATE, OK, DISABLED = "late", "ok", "disabled"
 #: ``slot_floor`` memoised: over thousands of loops, ``now`` and the cadences repeat.

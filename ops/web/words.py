@@ -63,6 +63,8 @@ def _items(key: str, status: dict) -> list[dict]:
     if key == "futureLastSlot":
         return [_loop_item(i["loop"], f" (last slot {i['lastSlot']}{', key ' + i['key'] if i.get('key') else ''})")
                 for i in found]
+    if key == "longPauses":
+        return [_loop_item(i["loop"], f" (paused by {i['by']} at {i['pausedAt']})") for i in found]
     if key == "expiredLeases":
         return [_run_item(i["id"], f" {i['definition']} (lease expired {i['leaseExpiredAt']}, worker {i['worker']})")
                 for i in found]
@@ -87,6 +89,7 @@ SENTENCES = {
     "stuckLoops": "Stuck: the last 3 ticks all found the previous run still in flight.",
     "futureLastSlot": "A last fired slot lies in the future: the clock went back.",
     "clockSkew": "A process's clock is more than 5 s from the database's.",
+    "longPauses": "Paused for long: loops paused without an end for more than FACTORY_PAUSE_WARN_SECONDS.",
 }
 
 

@@ -54,6 +54,7 @@ def test_a_healthy_runtime_is_ok_and_doctor_exits_0(registry_files):
         "stuckLoops": [],
         "futureLastSlot": [],
         "clockSkew": [],
+        "longPauses": [],
         "processes": [],
     }
 

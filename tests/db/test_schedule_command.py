@@ -153,7 +153,7 @@ def test_tick_refuses_what_is_not_an_instant_and_fires_nothing(registry_files, t
 @pytest.mark.parametrize("count", [1, 500])
 def test_list_json_costs_constant_queries(registry_files, django_assert_num_queries, count):
     many_loops(registry_files, count)
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(5):
         items = json.loads(run("list", "--json"))
     assert len(items) == count
 

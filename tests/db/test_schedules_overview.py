@@ -40,7 +40,7 @@ def test_exact_fields_of_a_kernel_an_overridden_and_an_overlay_only_loop(registr
         "lastSlotFired": "2026-11-30T21:05:00Z", "lastTickAt": "2026-11-30T21:07:00Z",
         "nextSlotDue": "2026-11-30T21:10:00Z",
         "lastOutcome": {"stage": "planning", "value": "APPROVED", "reason": ""},
-        "pendingProposals": 0, "stopped": False,
+        "pendingProposals": 0, "stopped": False, "paused": None,
     }
     assert view["reaper"] == {
         "name": "reaper", "every": "30m", "cadenceSeconds": 1800, "eventType": "clock.tick.reaper",
@@ -49,14 +49,14 @@ def test_exact_fields_of_a_kernel_an_overridden_and_an_overlay_only_loop(registr
         "lastSlotFired": "2026-11-30T21:00:00Z", "lastTickAt": "2026-11-30T21:07:00Z",
         "nextSlotDue": "2026-11-30T21:30:00Z",
         "lastOutcome": {"stage": "planning", "value": "PROPOSED", "reason": ""},
-        "pendingProposals": 1, "stopped": False,
+        "pendingProposals": 1, "stopped": False, "paused": None,
     }
     assert view["nightly-health"] == {
         "name": "nightly-health", "every": "1d", "cadenceSeconds": 86400, "eventType": "clock.tick.heartbeat",
         "catchUp": "none", "singleton": True, "approval": "watched", "enabled": False,
         "source": "overlay", "overrides": [],
         "lastSlotFired": None, "lastTickAt": None, "nextSlotDue": None, "lastOutcome": None,
-        "pendingProposals": 0, "stopped": False,
+        "pendingProposals": 0, "stopped": False, "paused": None,
     }
     assert list(view) == sorted(view)
 
@@ -125,10 +125,10 @@ def test_recent_ticks_list_the_last_ten_newest_first_with_outcomes(registry_file
 
 
 @pytest.mark.parametrize("count", [1, 500])
-def test_the_view_costs_four_queries_whatever_the_number_of_loops(registry_files, django_assert_num_queries, count):
+def test_the_view_costs_five_queries_whatever_the_number_of_loops(registry_files, django_assert_num_queries, count):
     many_loops(registry_files, count)
     registry = get_registry()
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(5):
         views = schedules_overview(registry, now=at("2026-11-30T21:08:00Z"))
     assert len(views) == count
     assert {v.pending_proposals for v in views} == {1}

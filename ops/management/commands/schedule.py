@@ -13,6 +13,9 @@
   ``--dry-run`` writes nothing and prints what would fire.
 - ``schedule rebuild LOOP [--json]``: empty a keyed loop's rows and replay its setting
   and clearing events and its admitted ticks, in admission order (docs/design.md §6).
+- ``schedule pause LOOP --note TEXT [--until INSTANT] --as USER`` and ``schedule resume LOOP
+  [--note TEXT] --as USER``: pause and resume a loop (``ops.pause_command``; docs/schedules.md,
+  "Pausing a loop").
 - ``schedule report LOOP [--since 7d|INSTANT] [--json]``: has the loop earned ``auto``?
   Its slots, outcomes, decisions and runs over the window, the verdict with each criterion's
   evidence, and for an ``earned`` loop the registry diff that flips it (``ops.earning``;
@@ -34,6 +37,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from lib.cadence import MAX_CADENCE_SECONDS
 from lib.instants import InstantError, format_instant, parse_instant
+from ops import pause_command
 from ops.earning import WindowError, default_window, earning_report, window_start
 from ops.earning_evidence import EXIT_STATUS
 from ops.paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, InvalidParameter, whole_number
@@ -45,6 +49,7 @@ from runtime.registry import RegistryInvalid, store
 from schedules.envelope import tick_envelope
 from schedules.keyed import rebuild
 from schedules.overview import due_keys, next_slots, recent_ticks, schedules_overview, schedules_page
+from schedules.pausing import paused_loops
 from schedules.state import read_states
 from schedules.ticks import due_ticks, left_to_the_slot_loop
 
@@ -106,6 +111,7 @@ class Command(BaseCommand):
             "--since", help="a span (90m, 7d) or an instant (default: FACTORY_EARN_WINDOW_DAYS, 7d unless set longer)"
         )
         report.add_argument("--json", **as_json)
+        pause_command.add_parsers(sub, as_json)
 
     def handle(self, *args, **options):
         try:
@@ -131,6 +137,8 @@ class Command(BaseCommand):
         registry = store.current()
         if action == "list":
             return self.listing(options, registry, now)
+        if action in ("pause", "resume"):
+            return pause_command.run(self, options, registry, now)
         if options["loop"] not in registry.loops:
             raise CommandError(
                 f"no loop named {options['loop']!r}; `schedule list` shows the loops", returncode=EXIT_REFUSED
@@ -237,9 +245,10 @@ class Command(BaseCommand):
         """What an iteration at ``at`` would fire, read-only, but the loops in ``left``;
         ``alreadyAdmitted`` tells whether the eventId is already in the events table
         (admission would report a duplicate)."""
+        paused = paused_loops()
         planned = [
             (loop, due) for loop, due, _ in due_ticks(now=at, registry=registry, states=read_states())
-            if loop.name not in left
+            if loop.name not in left and loop.name not in paused
         ]
         ids = [tick_envelope(loop, due)["eventId"] for loop, due in planned]
         existing = set(Event.objects.filter(uid__in=ids).values_list("uid", flat=True))

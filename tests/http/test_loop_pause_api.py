@@ -1,0 +1,76 @@
+"""POST /api/loops/{name}/pause and /resume (docs/api.md; docs/schedules.md, "Pausing a loop")."""
+
+import pytest
+import time_machine
+from django.contrib.auth.models import Permission
+from django.test import Client
+
+from ops.api.tokens import create_token
+from runtime.models import JournalEntry
+from schedules.models import LoopPause
+from tests.conftest import at
+from tests.helpers import tick
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("host_clock_as_database_clock")]
+
+SHARED = "a-long-random-shared-token"
+HOURLY_HEARTBEAT = "schedules:\n  heartbeat:\n    every: 60m\n"
+NOW = at("2026-11-30T21:05:00Z")
+
+
+@pytest.fixture
+def carol_token(django_user_model, registry_files, settings) -> str:
+    settings.FACTORY_API_TOKEN = SHARED
+    registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
+    user = django_user_model.objects.create_user("carol", password="carol-pass-123", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="control_loop"))
+    return create_token(user, "pager", by=user, now=NOW)[1]
+
+
+@pytest.fixture
+def victor_token(viewer) -> str:
+    return create_token(viewer, "laptop", by=viewer, now=NOW)[1]
+
+
+def post(path: str, token: str, body: dict, instant: str = "2026-11-30T21:05:00Z"):
+    with time_machine.travel(at(instant), tick=False):
+        response = Client().post(path, data=body, content_type="application/json",
+                                 headers={"Authorization": f"Bearer {token}"})
+    return response.status_code, response.json()
+
+
+def test_a_person_with_control_loop_pauses_and_resumes_and_the_journal_says_so(carol_token):
+    tick("2026-11-30T21:00:05Z")
+    assert post("/api/loops/heartbeat/pause", carol_token, {"note": "agent failing", "until": "2026-12-01T00:00:00Z"}) == (
+        200, {
+            "loop": "heartbeat",
+            "paused": {"by": "carol", "at": "2026-11-30T21:05:00Z", "note": "agent failing", "until": "2026-12-01T00:00:00Z"},
+            "otherDoors": "events of the loop's type from other doors (the bridge, inject, GitHub) are still admitted "
+                          "and planned as any other door's event: watched",
+        },
+    )
+    assert post("/api/loops/heartbeat/resume", carol_token, {"note": "fixed"}, "2026-11-30T23:10:00Z") == (
+        200, {"loop": "heartbeat", "paused": None, "coveredSlots": 2},
+    )
+    entries = [(e.action, e.actor, e.actor_name, e.data) for e in JournalEntry.objects.filter(action__startswith="loop_").order_by("id")]
+    assert entries == [
+        ("loop_paused", "operator", "carol", {"loop": "heartbeat", "note": "agent failing", "via": "api",
+                                              "tokenLabel": "pager", "until": "2026-12-01T00:00:00Z"}),
+        ("loop_resumed", "operator", "carol", {"loop": "heartbeat", "note": "fixed", "via": "api", "tokenLabel": "pager",
+                                               "coveredSlots": 2}),
+    ]
+
+
+def test_the_refusals(carol_token, victor_token):
+    assert post("/api/loops/heartbeat/pause", victor_token, {"note": "x"}) == (
+        403, {"error": "permission_denied", "detail": "victor lacks the control_loop permission"})
+    assert post("/api/loops/heartbeat/pause", SHARED, {"note": "x"})[1]["error"] == "person_required"
+    assert post("/api/loops/nope/pause", carol_token, {"note": "x"}) == (
+        404, {"error": "unknown_loop", "detail": "no loop named 'nope' in the registry in force"})
+    assert post("/api/loops/heartbeat/pause", carol_token, {}) == (
+        400, {"error": "note_required", "detail": "a pause needs a note saying why the loop is paused"})
+    assert post("/api/loops/heartbeat/pause", carol_token, {"note": "x", "extra": 1})[1]["error"] == "invalid_body"
+    assert post("/api/loops/heartbeat/pause", carol_token, {"note": "x", "until": "tomorrow"})[1]["error"] == "invalid_body"
+    assert post("/api/loops/heartbeat/resume", carol_token, {}) == (409, {"error": "not_paused", "detail": "heartbeat is not paused"})
+    assert post("/api/loops/reaper/pause", carol_token, {"note": "x"})[0:1] == (409,)
+    assert not LoopPause.objects.exists()
