@@ -148,6 +148,14 @@ def decision_note(request) -> str:
     return note
 
 
+def empty_body(request, what: str) -> None:
+    """400 ``invalid_body`` unless the body is none or ``{}``: ``what`` (a retry, asking for a
+    preview) takes nothing."""
+    data = request.data  # read by ops.api.parsers: 408, 400 bad_request or 413 refuse the body
+    if data not in ({}, None):
+        raise BadRequest(f"{what} takes no body: send {{}} or none", code="invalid_body")
+
+
 class ListView(ApiView):
     def page(self, queryset, item):
         rows = self.paginate_queryset(queryset)
@@ -240,8 +248,7 @@ class ProposalReject(DecisionView):
 class ProposalPreview(DecisionView):
     @openapi.proposal_preview
     def post(self, request, id: str):
-        if decision_note(request):
-            raise BadRequest("asking for a preview takes no note", code="invalid_body")
+        empty_body(request, "asking for a preview")
         proposal_id = row_id(id, "proposal")
         asked = self.decided_by(request)
         request_preview(proposal_id, registry=store.current(), **asked)
@@ -270,8 +277,7 @@ class RunDetail(ApiView):
 class RunRetry(DecisionView):
     @openapi.run_retry
     def post(self, request, id: str):
-        if decision_note(request):
-            raise BadRequest("a retry takes no note", code="invalid_body")
+        empty_body(request, "a retry")
         run_id = row_id(id, "run")
         retry_run(run_id, **self.decided_by(request))
         return Response({"run": run_item(_run(run_id))})

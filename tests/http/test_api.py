@@ -371,7 +371,7 @@ def test_retrying_an_interrupted_run(interrupted, alice_token):
     assert error(post(f"/api/runs/{interrupted.pk}/retry", alice_token)) == (
         409, {"error": "not_interrupted", "detail": f"run {interrupted.pk} is queued, not interrupted"})
     assert error(post(f"/api/runs/{interrupted.pk}/retry", alice_token, {"note": "x"})) == (
-        400, {"error": "invalid_body", "detail": "a retry takes no note"})
+        400, {"error": "invalid_body", "detail": "a retry takes no body: send {} or none"})
 
 
 def test_closing_an_interrupted_run_with_a_note(interrupted, alice_token, victor_token):

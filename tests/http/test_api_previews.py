@@ -109,3 +109,13 @@ def test_a_person_asks_again_from_the_cli_and_a_refusal_exits_2(proposal, approv
         call_command("preview", str(proposal.pk), "--as", "alice")
     assert refused.value.code == 2
     assert capsys.readouterr().err.strip() == f"refused: preview_in_progress: proposal {proposal.pk}'s preview is pending"
+
+
+@pytest.mark.parametrize("body", [{"x": 1}, [1], {"note": "hi"}])
+def test_asking_for_a_preview_takes_no_body(proposal, approver, body):
+    token = create_token(approver, "phone", by=approver, now=at("2026-11-30T21:00:00Z"))[1]
+    response = Client().post(f"/api/proposals/{proposal.pk}/preview", data=body, content_type="application/json",
+                             headers={"Authorization": f"Bearer {token}"})
+    assert (response.status_code, response.json()) == (400, {
+        "error": "invalid_body", "detail": "asking for a preview takes no body: send {} or none"})
+    assert Preview.objects.get(proposal=proposal).requested_by is None
