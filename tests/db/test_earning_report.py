@@ -107,7 +107,8 @@ def test_the_window_is_a_span_or_a_past_instant(since, start):
 
 
 def test_the_cli_refuses_an_unknown_loop_and_a_future_window_with_exit_2(history, capsys):
-    for args in (["report", "nope"], ["report", "reaper", "--since", "2099-01-01T00:00:00Z"], ["report", "reaper", "--since", "soon"]):
+    for args in (["report", "nope"], ["report", "reaper", "--since", "2099-01-01T00:00:00Z"], ["report", "reaper", "--since", "soon"],
+                 ["report", "reaper", "--since", ""]):
         with pytest.raises(CommandError) as refused:
             call_command("schedule", *args)
         assert refused.value.returncode == 2

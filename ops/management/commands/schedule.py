@@ -152,7 +152,7 @@ class Command(BaseCommand):
             return self.emit(options, document, lambda d: f"rebuilt {d['loop']}: {d['keys']} key(s) from {d['events']} event(s)")
         if action == "report":
             try:
-                since = window_start(options["since"] or default_window(), now=now)
+                since = window_start(default_window() if options["since"] is None else options["since"], now=now)
             except WindowError as exc:
                 raise CommandError(str(exc), returncode=EXIT_REFUSED) from None
             document = earning_report(registry, loop.name, since=since, now=now, registry_dir=settings.FACTORY_REGISTRY_DIR)
