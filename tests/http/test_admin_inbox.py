@@ -4,20 +4,11 @@ import pytest
 from django.urls import reverse
 
 from runtime.models import JournalEntry, Proposal, Run
-from tests.helpers import PREVIEW_WAITING, tick
+from tests.helpers import PREVIEW_WAITING
 
 pytestmark = pytest.mark.django_db
 
-WATCHED_REAPER = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n"
 CHANGELIST = reverse("admin:runtime_proposal_changelist")
-
-
-@pytest.fixture
-def proposals(registry_files):
-    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
-    tick("2026-11-30T21:00:10Z")
-    tick("2026-11-30T22:00:10Z")
-    return list(Proposal.objects.order_by("id"))
 
 
 def test_pending_proposals_come_first(client, approver, proposals, registry_files):

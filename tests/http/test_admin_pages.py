@@ -14,23 +14,15 @@ from runtime.services.approval import approve_proposal
 from runtime.services.runs import claim_next_run, fail_attempt, finish_run, start_run
 from tests.conftest import SHA, at
 from tests.helpers import PREVIEW_WAITING, inject, step, tick
+from tests.http.conftest import WATCHED_REAPER
 
 pytestmark = pytest.mark.django_db
 
-WATCHED_REAPER = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n"
 APPLY = {"repo": "alpha", "prNumber": 7, "headSha": SHA, "evidence": {"prNumber": 7, "headSha": SHA}}
 
 
 def decide_url(proposal, decision):
     return reverse("admin:runtime_proposal_decide", args=[proposal.pk, decision])
-
-
-@pytest.fixture
-def proposals(registry_files):
-    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
-    tick("2026-11-30T21:00:10Z")
-    tick("2026-11-30T22:00:10Z")
-    return list(Proposal.objects.order_by("id"))
 
 
 def test_a_proposal_page_offers_the_decisions_to_an_approver_only(client, approver, viewer, proposals):

@@ -18,21 +18,11 @@ from tests.helpers import tick
 
 pytestmark = pytest.mark.django_db
 
-WATCHED_REAPER = "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n"
 WORKER = "host-a:1:1"
 
 
 def title(body: str) -> str:
     return re.search(r"<title>(.*?)</title>", body, re.S).group(1).strip()
-
-
-@pytest.fixture
-def proposals(registry_files):
-    """Two pending reaper proposals (21:00 and 22:00)."""
-    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
-    tick("2026-11-30T21:00:10Z")
-    tick("2026-11-30T22:00:10Z")
-    return list(Proposal.objects.order_by("id"))
 
 
 @pytest.fixture
