@@ -19,6 +19,9 @@ class Door(models.TextChoices):
     GITHUB = "github"
     EVENTS = "events"
     INJECT = "inject"
+    #: A person's "run once now" of a loop (``schedule trigger``, the loop page, the API):
+    #: eventIds ``manual:<loop>:<id>``, always planned watched (docs/schedules.md, "Running a loop once now").
+    OPERATOR = "operator"
 
 
 class Actor(models.TextChoices):

@@ -59,21 +59,23 @@ class PauseRefused(Refused):
         super().__init__(code, detail, status=self.STATUS[code])
 
 
-def _check_permission(user) -> None:
+def check_control_permission(user, refusal: type[Refused]) -> None:
+    """Raise ``refusal("permission_denied", …)`` unless ``user`` is active with ``control_loop``."""
     if user is None or not user.is_active or not user.has_perm(CONTROL_PERMISSION):
         name = user.get_username() if user is not None else "nobody"
-        raise PauseRefused("permission_denied", f"{name} lacks the control_loop permission")
+        raise refusal("permission_denied", f"{name} lacks the control_loop permission")
 
 
-def _check_note(note: str) -> None:
+def check_note(note: str, refusal: type[Refused]) -> None:
+    """Raise ``refusal("note_too_long" | "invalid_note", …)`` for a note no journal entry should carry."""
     if len(note) > NOTE_MAX_LENGTH:
-        raise PauseRefused("note_too_long", f"the note has {len(note)} characters; at most {NOTE_MAX_LENGTH}")
+        raise refusal("note_too_long", f"the note has {len(note)} characters; at most {NOTE_MAX_LENGTH}")
     if "\x00" in note:
-        raise PauseRefused("invalid_note", "the note holds U+0000 (NUL), which no journal entry can carry")
+        raise refusal("invalid_note", "the note holds U+0000 (NUL), which no journal entry can carry")
     try:
         note.encode("utf-8")
     except UnicodeEncodeError:
-        raise PauseRefused("invalid_note", "the note holds a lone surrogate, which is not Unicode text") from None
+        raise refusal("invalid_note", "the note holds a lone surrogate, which is not Unicode text") from None
 
 
 def _loop(registry: Registry, name: str) -> Loop:
@@ -113,12 +115,12 @@ def pause_loop(
     """Pause the enabled loop ``name`` as ``user`` (who needs ``control_loop``) at ``now``,
     with a required ``note`` and an optional ``until`` (after ``now``) when the slot loop
     resumes it by itself. Raises ``PauseRefused``."""
-    _check_permission(user)
+    check_control_permission(user, PauseRefused)
     loop = _loop(registry, name)
     note = note.strip()
     if not note:
         raise PauseRefused("note_required", "a pause needs a note saying why the loop is paused")
-    _check_note(note)
+    check_note(note, PauseRefused)
     if until is not None and until <= now:
         raise PauseRefused("until_in_past", f"--until {format_instant(until)} is not after now ({format_instant(now)})")
     if not loop.enabled:
@@ -148,9 +150,9 @@ def resume_loop(
 ) -> int:
     """Lift the pause of ``name`` as ``user`` (who needs ``control_loop``) at ``now``;
     returns how many slots the pause covered. Raises ``PauseRefused``."""
-    _check_permission(user)
+    check_control_permission(user, PauseRefused)
     note = note.strip()
-    _check_note(note)
+    check_note(note, PauseRefused)
     if name not in registry.loops and not LoopPause.objects.filter(loop=name).exists():
         raise PauseRefused("unknown_loop", f"no loop named {name!r} in the registry in force")
     data = _data(name, note, via, os_user, token_label)

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 #: eventId prefixes only one door may use, in any letter case: ticks and chain events have
 #: derived identities.
-RESERVED_PREFIXES = {"clock:": Door.SCHEDULE, "chain:": Door.CHAIN}
+RESERVED_PREFIXES = {"clock:": Door.SCHEDULE, "chain:": Door.CHAIN, "manual:": Door.OPERATOR}
 #: Most rows one ``INSERT … VALUES`` of ``admit_batch`` carries: about 15 parameters a row
 #: stays far below SQLite's 32,766 and PostgreSQL's 65,535 parameters a statement.
 INSERT_ROWS = 1000
@@ -188,7 +188,9 @@ class BatchAdmission:
     refused: dict[int, list[dict]] = field(default_factory=dict)
 
 
-def admit_batch(envelopes: list[dict], *, door: Door, now: datetime, registry: Registry, validate: bool = True) -> BatchAdmission:
+def admit_batch(
+    envelopes: list[dict], *, door: Door, now: datetime, registry: Registry, validate: bool = True, actor_name: str = "",
+) -> BatchAdmission:
     """Admit many envelopes through ``door`` at ``now``: ``admit_event`` for a batch; call
     inside the caller's transaction (docs/design.md §3).
 
@@ -201,7 +203,8 @@ def admit_batch(envelopes: list[dict], *, door: Door, now: datetime, registry: R
     ``validate=False`` skips ``validate_envelope``: only for ticks built from a registry
     that validated the loop's sample tick at load (docs/design.md §3). A refused envelope
     is left out and reported; the caller journals it. Duplicates are not compared with the
-    stored content.
+    stored content. ``actor_name`` names the person of the ``operator`` door (a trigger) in
+    the ``event_admitted`` entries.
     """
     by_id, refused = {}, {}
     for position, envelope in enumerate(envelopes):
@@ -215,11 +218,11 @@ def admit_batch(envelopes: list[dict], *, door: Door, now: datetime, registry: R
     admitted = {}
     for first in range(0, len(rows), INSERT_ROWS):
         chunk = rows[first:first + INSERT_ROWS]
-        admitted.update(_insert_journaled(chunk, door, now) if postgres else _insert_new(chunk))
+        admitted.update(_insert_journaled(chunk, door, now, actor_name) if postgres else _insert_new(chunk))
     if not postgres:
         actor = DOOR_ACTOR[door]
         record_values([
-            entry_values("event_admitted", actor, at=now, event_id=admitted[event_id], data={
+            entry_values("event_admitted", actor, at=now, actor_name=actor_name, event_id=admitted[event_id], data={
                 "eventId": event_id, "type": envelope["type"], "source": envelope["source"], "door": door.value,
                 **_bridge_job(envelope, door),
             })
@@ -269,7 +272,7 @@ def _insert_new(rows: list[tuple]) -> dict[str, int]:
         return {uid: pk for pk, uid in cursor.fetchall()}
 
 
-def _insert_journaled(rows: list[tuple], door: Door, now: datetime) -> dict[str, int]:
+def _insert_journaled(rows: list[tuple], door: Door, now: datetime, actor_name: str) -> dict[str, int]:
     """PostgreSQL: insert ``rows`` (``_event_values``, one JSON parameter: ``bulk_rows``),
     skipping eventIds already stored, and journal ``event_admitted`` for exactly the rows
     inserted, in one statement: the journal's insert reads the events' ``RETURNING`` (a
@@ -291,13 +294,13 @@ def _insert_journaled(rows: list[tuple], door: Door, now: datetime) -> dict[str,
         f"SELECT {', '.join(f'u.{quote(column)}' for column in EVENT_COLUMNS)} FROM {table} "
         f"ON CONFLICT ({quote('uid')}) DO NOTHING RETURNING id, uid, type, source, door, payload), "
         f"j AS (INSERT INTO {quote(JournalEntry._meta.db_table)} ({', '.join(quote(c) for c in JOURNAL_COLUMNS)}) "
-        f"SELECT %s, 'event_admitted', %s, '', n.id, NULL, NULL, "
+        f"SELECT %s, 'event_admitted', %s, %s, n.id, NULL, NULL, "
         f"jsonb_build_object('eventId', n.uid, 'type', n.type, 'source', n.source, 'door', n.door) || {bridge_job} "
         f"FROM n ORDER BY n.id) "
         f"SELECT id, uid FROM n"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, now, DOOR_ACTOR[door].value, Door.SCHEDULE.value])
+        cursor.execute(sql, [*params, now, DOOR_ACTOR[door].value, actor_name, Door.SCHEDULE.value])
         return {uid: pk for pk, uid in cursor.fetchall()}
 
 

@@ -100,6 +100,11 @@ def singleton_key(loop: str, key: str | None) -> str:
     return f"{loop} {key}" if key else loop
 
 
+def loop_of_singleton(single: str) -> str:
+    """The loop of a singleton key (``singleton_key``): loop names hold no space. Pure."""
+    return single.split(" ", 1)[0]
+
+
 def singleton_in_flight_query(keys: list[str]) -> tuple[str, list[str]]:
     """SQL and parameters for the ``singleton_key`` values among ``keys`` that a run holds now
     (queued, claimed, running or interrupted: docs/design.md §7.3).
@@ -213,11 +218,28 @@ def loop_and_keys(event: Event, registry: Registry) -> tuple[str, str | None] | 
     event_type = registry.event_types.get(event.type)
     if event_type is None:
         return None
-    loop = registry.loops.get(event.loop) if event.is_tick else None
-    if event.is_tick and loop is None:
+    known, single = singleton_of(event, registry)
+    if not known:
         return None
-    key = idempotency_key(event, registry.definitions[event_type.target])
-    return key, singleton_key(loop.name, event.loop_key) if loop is not None and loop.singleton else None
+    return idempotency_key(event, registry.definitions[event_type.target]), single
+
+
+def singleton_of(event: Event, registry: Registry) -> tuple[bool, str | None]:
+    """``(known, singleton key or None)``: whether the loop ``event`` belongs to is in
+    ``registry`` (an event of no loop: True), and the key its runs share when that loop is
+    a singleton. A tick belongs to its loop; so does a person's "run once now" (door
+    ``operator``, its loop and key in the payload: ``schedules.triggering``), which holds
+    the loop's singleton as a tick would (docs/schedules.md, "Running a loop once now")."""
+    if event.is_tick:
+        name, key = event.loop, event.loop_key
+    elif event.door == Door.OPERATOR:
+        name, key = event.payload.get("loop"), event.payload.get("key")
+    else:
+        return True, None
+    loop = registry.loops.get(name)
+    if loop is None:
+        return False, None
+    return True, singleton_key(loop.name, key) if loop.singleton else None
 
 
 def _ended(outcome: PlanningOutcome, reason: str, data: dict | None = None) -> Decision:
@@ -254,8 +276,9 @@ def decide(event: Event, registry: Registry, *, held: Callable[[str], bool],
         return _ended(PlanningOutcome.REFUSED, "unregistered_type")
     definition = registry.definitions[event_type.target]
     loop = registry.loops.get(event.loop) if event.is_tick else None
-    if event.is_tick and loop is None:
-        return _ended(PlanningOutcome.REFUSED, "unknown_loop", {"loop": event.loop})
+    known, single = singleton_of(event, registry)
+    if not known:
+        return _ended(PlanningOutcome.REFUSED, "unknown_loop", {"loop": event.loop or event.payload.get("loop")})
     if definition.input_schema is not None and not is_sample_shaped_tick(event, loop):
         errors = [e.message for e in validator_for(definition.input_schema).iter_errors(event.payload)]
         if errors:
@@ -265,9 +288,8 @@ def decide(event: Event, registry: Registry, *, held: Callable[[str], bool],
         return _ended(PlanningOutcome.REFUSED, "idempotency_key_too_long", {"length": len(key)})
     if held(key):
         return _ended(PlanningOutcome.NOOP, "duplicate_idempotency_key", {"idempotencyKey": key})
-    single = singleton_key(loop.name, event.loop_key) if loop is not None and loop.singleton else None
     if single and in_flight(single):
-        return _ended(PlanningOutcome.NOOP, "previous_run_in_flight", {"loop": loop.name})
+        return _ended(PlanningOutcome.NOOP, "previous_run_in_flight", {"loop": loop_of_singleton(single)})
     try:
         plan = render_plan(definition, event, registry)
     except PlanRenderError as exc:
@@ -418,7 +440,7 @@ def _plan(event: Event, registry: Registry, now: datetime) -> PlanningResult:
     except IntegrityError:
         # A run of this singleton loop, or a proposal of this key, was queued between the checks above and here.
         if decision.single and _in_flight(decision.single):
-            raced = _ended(PlanningOutcome.NOOP, "previous_run_in_flight", {"loop": decision.loop.name})
+            raced = _ended(PlanningOutcome.NOOP, "previous_run_in_flight", {"loop": loop_of_singleton(decision.single)})
         else:
             raced = _ended(PlanningOutcome.NOOP, "duplicate_idempotency_key", {"idempotencyKey": decision.key})
         ended_entry(event, raced, now).save(force_insert=True)

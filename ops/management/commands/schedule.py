@@ -14,7 +14,7 @@
 - ``schedule rebuild LOOP [--json]``: empty a keyed loop's rows and replay its setting
   and clearing events and its admitted ticks, in admission order (docs/design.md §6).
 - ``schedule pause LOOP --note TEXT [--until INSTANT] --as USER`` and ``schedule resume LOOP
-  [--note TEXT] --as USER``: pause and resume a loop (``ops.pause_command``; docs/schedules.md,
+  [--note TEXT] --as USER``: pause and resume a loop (``ops.control_command``; docs/schedules.md,
   "Pausing a loop").
 - ``schedule report LOOP [--since 7d|INSTANT] [--json]``: has the loop earned ``auto``?
   Its slots, outcomes, decisions and runs over the window, the verdict with each criterion's
@@ -37,7 +37,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from lib.cadence import MAX_CADENCE_SECONDS
 from lib.instants import InstantError, format_instant, parse_instant
-from ops import pause_command
+from ops import control_command
 from ops.earning import WindowError, default_window, earning_report, window_start
 from ops.earning_evidence import EXIT_STATUS
 from ops.paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, InvalidParameter, whole_number
@@ -111,7 +111,7 @@ class Command(BaseCommand):
             "--since", help="a span (90m, 7d) or an instant (default: FACTORY_EARN_WINDOW_DAYS, 7d unless set longer)"
         )
         report.add_argument("--json", **as_json)
-        pause_command.add_parsers(sub, as_json)
+        control_command.add_parsers(sub, as_json)
 
     def handle(self, *args, **options):
         try:
@@ -137,8 +137,8 @@ class Command(BaseCommand):
         registry = store.current()
         if action == "list":
             return self.listing(options, registry, now)
-        if action in ("pause", "resume"):
-            return pause_command.run(self, options, registry, now)
+        if action in ("pause", "resume", "trigger"):
+            return control_command.run(self, options, registry, now)
         if options["loop"] not in registry.loops:
             raise CommandError(
                 f"no loop named {options['loop']!r}; `schedule list` shows the loops", returncode=EXIT_REFUSED
