@@ -16,6 +16,7 @@ from .shapes import (
     EventPageSerializer,
     LoopPausedSerializer,
     LoopResumedSerializer,
+    LoopTriggeredSerializer,
     PreviewAskedSerializer,
     ProposalItemSerializer,
     ProposalPageSerializer,
@@ -209,6 +210,30 @@ loop_resume = loop_control(
     "api_loop_resume", "Resume a paused loop: its current slot fires at the next iteration, with no skips",
     LoopResumedSerializer, NOTE_BODY, "`not_paused`",
     "`invalid_body` (anything but {} or {\"note\": text}), `note_too_long` (over 2,000 characters)",
+)
+TRIGGER_BODY = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "note": {"type": "string", "maxLength": 2000, "description": "why: journaled"},
+        "key": {"type": "string", "description": "the key to run (a keyed loop only, and then required)"},
+        "requestId": {"type": "string", "pattern": "^[A-Za-z0-9_-]{8,64}$",
+                      "description": "the same id again admits nothing new (200 `duplicate: true`)"},
+    },
+}
+loop_trigger = extend_schema(
+    operation_id="api_loop_trigger",
+    summary="Run a loop once now: one event of its type through the operator door, planned watched (docs/schedules.md)",
+    tags=["decisions"], request={"application/json": TRIGGER_BODY}, parameters=[LOOP_NAME],
+    responses={201: LoopTriggeredSerializer, 200: LoopTriggeredSerializer, **COMMON,
+               400: refusal("`invalid_body`, `key_required`, `key_not_allowed`, `invalid_request_id`, `note_too_long`, "
+                            "`invalid_note`, `invalid_payload`, `parse_error`, `bad_request`"),
+               403: refusal("`permission_denied` (no control_loop, or not staff), `person_required` "
+                            "(FACTORY_API_TOKEN never triggers), `csrf_failed`"),
+               404: refusal("`unknown_loop` or `unknown_key`"),
+               409: refusal("`loop_disabled`, `loop_paused`, `previous_run_in_flight` (a run of the singleton loop is "
+                            "in flight), `request_id_reused` (the request id ran another key)"),
+               408: refusal("`request_timeout`"), 413: refusal("`payload_too_large`"),
+               415: refusal("`unsupported_media_type`: the body is not application/json")},
 )
 unknown_route = extend_schema(exclude=True)
 

@@ -143,6 +143,16 @@ class LoopResumedSerializer(serializers.Serializer):
     coveredSlots = serializers.IntegerField(help_text="how many of the loop's slots the pause covered")
 
 
+class LoopTriggeredSerializer(serializers.Serializer):
+    """``POST /api/loops/{name}/trigger``'s answer (docs/schedules.md, "Running a loop once now")."""
+
+    loop = serializers.CharField()
+    eventId = serializers.CharField(help_text="manual:<loop>:<requestId>")
+    duplicate = serializers.BooleanField(help_text="true: the request id was used before; nothing new was admitted")
+    planning = serializers.JSONField(help_text="{outcome, reason}: PROPOSED, or how planning ended it")
+    proposal = serializers.JSONField(help_text="the proposal to decide, as GET /api/proposals/{id} shows it, or null")
+
+
 class PageSerializer(serializers.Serializer):
     """One page, newest first: ``{count, next, previous, results}`` (``?page=N&pageSize=M``)."""
 

@@ -19,6 +19,7 @@ urlpatterns = [
     path("runs/<str:id>/close", views.RunClose.as_view(), name="api-run-close"),
     path("loops/<str:name>/pause", loop_views.LoopPauseView.as_view(), name="api-loop-pause"),
     path("loops/<str:name>/resume", loop_views.LoopResumeView.as_view(), name="api-loop-resume"),
+    path("loops/<str:name>/trigger", loop_views.LoopTriggerView.as_view(), name="api-loop-trigger"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     re_path(r"^.*$", views.UnknownRoute.as_view(), name="api-unknown"),

@@ -74,3 +74,34 @@ def test_the_refusals(carol_token, victor_token):
     assert post("/api/loops/heartbeat/resume", carol_token, {}) == (409, {"error": "not_paused", "detail": "heartbeat is not paused"})
     assert post("/api/loops/reaper/pause", carol_token, {"note": "x"})[0:1] == (409,)
     assert not LoopPause.objects.exists()
+
+
+def test_a_trigger_admits_one_event_per_request_id_and_answers_with_the_proposal(carol_token):
+    body = {"note": "after the fix", "requestId": "req-0123456789"}
+    status, first = post("/api/loops/heartbeat/trigger", carol_token, body, "2026-11-30T21:07:00Z")
+    assert status == 201
+    proposal = first.pop("proposal")
+    assert first == {"loop": "heartbeat", "eventId": "manual:heartbeat:req-0123456789", "duplicate": False,
+                     "planning": {"outcome": "PROPOSED", "reason": ""}}
+    assert (proposal["status"], proposal["eventId"]) == ("pending", "manual:heartbeat:req-0123456789")
+    status, again = post("/api/loops/heartbeat/trigger", carol_token, body, "2026-11-30T21:07:01Z")
+    assert (status, again["duplicate"], again["proposal"]["id"]) == (200, True, proposal["id"])
+    entry = JournalEntry.objects.get(action="loop_triggered")
+    assert (entry.actor, entry.actor_name, entry.data) == ("operator", "carol", {
+        "loop": "heartbeat", "eventId": "manual:heartbeat:req-0123456789", "via": "api", "note": "after the fix",
+        "tokenLabel": "pager",
+    })
+
+
+def test_trigger_refusals_answer_with_their_codes(carol_token, victor_token):
+    assert post("/api/loops/heartbeat/trigger", carol_token, {"requestId": 7}) == (
+        400, {"error": "invalid_body", "detail": "note, key and requestId are strings"})
+    assert post("/api/loops/heartbeat/trigger", carol_token, {"slot": "x"})[1]["error"] == "invalid_body"
+    assert post("/api/loops/nope/trigger", carol_token, {}) == (
+        404, {"error": "unknown_loop", "detail": "no loop named 'nope' in the registry in force"})
+    assert post("/api/loops/heartbeat/trigger", victor_token, {}) == (
+        403, {"error": "permission_denied", "detail": "victor lacks the control_loop permission"})
+    assert post("/api/loops/heartbeat/trigger", SHARED, {})[1]["error"] == "person_required"
+    tick("2026-11-30T21:00:05Z")
+    status, body = post("/api/loops/heartbeat/trigger", carol_token, {}, "2026-11-30T21:07:00Z")
+    assert (status, body["error"]) == (409, "previous_run_in_flight")
