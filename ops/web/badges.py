@@ -9,6 +9,7 @@ are computed for that page's loops only.
 """
 
 from collections import defaultdict
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from functools import lru_cache
 
@@ -33,11 +34,11 @@ DOCTOR_BADGES = (
     ("futureLastSlot", "future last slot"),
     ("longPauses", "paused for long"),
 )
-LATE, OK, DISABLED = "late", "ok", "disabled"
+LATE, OK, DISABLED, PAUSED = "late", "ok", "disabled", "paused"
 #: ``slot_floor`` memoised: over thousands of loops, ``now`` and the cadences repeat.
 _slot_floor = lru_cache(maxsize=4096)(slot_floor)
-#: Problems first: any of the doctor's, then late, then ok, then disabled (``rank``).
-RANK = {LATE: 1, OK: 2, DISABLED: 3}
+#: Problems first: any of the doctor's, then late or paused, then ok, then disabled (``rank``).
+RANK = {LATE: 1, PAUSED: 1, OK: 2, DISABLED: 3}
 
 
 def doctor_flags(status: dict, run_loops: dict[int, str | None]) -> dict[str, list[str]]:
@@ -59,11 +60,14 @@ def expired_lease_loops(status: dict) -> dict[int, str | None]:
     return dict(Run.objects.filter(pk__in=ids).values_list("pk", "loop")) if ids else {}
 
 
-def loop_badges(loop: Loop, flags: dict[str, list[str]], late: set[str]) -> list[str]:
-    """The badges of one loop: the doctor's, else ``late``, ``ok`` or ``disabled``. Pure."""
+def loop_badges(loop: Loop, flags: dict[str, list[str]], late: set[str], paused: Collection[str] = ()) -> list[str]:
+    """The badges of one loop: ``paused`` (a loop in ``paused``) and the doctor's, else
+    ``late``, ``ok`` or ``disabled``. Pure."""
     if not loop.enabled:
         return [DISABLED]
     found = list(flags.get(loop.name, ()))
+    if loop.name in paused:
+        return [PAUSED, *found]
     return found or [LATE if loop.name in late else OK]
 
 

@@ -24,11 +24,13 @@ from runtime.models import Proposal, ProposalStatus
 from runtime.registry import Registry, RegistryInvalid, store
 from schedules.names import loop_index
 from schedules.overview import schedules_overview
+from schedules.pausing import CONTROL_PERMISSION, paused_loops
 
 from ..doctor import collect_status
 from ..earning import earned_loops
 from . import words
 from .badges import doctor_flags, expired_lease_loops, late_loops, loop_badges, rank
+from .loop_control import UNTIL_CHOICES
 
 #: Loops per page of the dashboard.
 PAGE_SIZE = 50
@@ -65,13 +67,13 @@ class RankedNames:
         return list(islice(chain(self.problems, ok, self.disabled), start, stop))
 
 
-def ranked_names(registry: Registry, flags: dict[str, list[str]], late: set[str]) -> RankedNames:
+def ranked_names(registry: Registry, flags: dict[str, list[str]], late: set[str], paused: set[str] = frozenset()) -> RankedNames:
     """The loops of ``registry``, problems first (``rank``, then name), then ok, then disabled
-    (docs/web.md, "Status badges"). Only the loops the doctor flags or that are late are
-    ranked one by one."""
+    (docs/web.md, "Status badges"). Only the loops the doctor flags, that are late or that
+    are paused are ranked one by one."""
     loops, index = registry.loops, loop_index(registry)
-    problems = [name for name in {*flags, *late} if name in loops and loops[name].enabled]
-    problems.sort(key=lambda name: (rank(loop_badges(loops[name], flags, late)), name))
+    problems = [name for name in {*flags, *late, *paused} if name in loops and loops[name].enabled]
+    problems.sort(key=lambda name: (rank(loop_badges(loops[name], flags, late, paused)), name))
     return RankedNames(problems, index.enabled, index.disabled)
 
 
@@ -90,11 +92,12 @@ def dashboard_context(request) -> dict:
         registry = None
     flags = doctor_flags(status, expired_lease_loops(status))
     late = late_loops(registry, now=now) if registry else set()
-    ordered = ranked_names(registry, flags, late) if registry else RankedNames([], (), ())
+    paused = set(paused_loops())
+    ordered = ranked_names(registry, flags, late, paused) if registry else RankedNames([], (), ())
     page = Paginator(ordered, PAGE_SIZE).get_page(request.GET.get("page"))
     views = {view.loop.name: view for view in schedules_overview(registry, now=now, names=list(page))} if page else {}
     earned = earned_loops(registry, list(page), now=now) if page else set()
-    rows = [_row(views[name], loop_badges(registry.loops[name], flags, late), name in earned) for name in page]
+    rows = [_row(views[name], loop_badges(registry.loops[name], flags, late, paused), name in earned) for name in page]
     pending = Proposal.objects.filter(status=ProposalStatus.PENDING).count()
     return {
         "now": now,
@@ -106,6 +109,8 @@ def dashboard_context(request) -> dict:
         "pending": pending,
         "pending_proposals": pending,
         "inbox_url": words.inbox_url(),
+        "can_control": request.user.has_perm(CONTROL_PERMISSION),
+        "until_choices": UNTIL_CHOICES,
         "refresh_seconds": refresh_after(time.monotonic() - started),
     }
 
@@ -128,6 +133,7 @@ def _row(view, badges: list[str], earned: bool) -> dict:
         "pending_url": words.inbox_url(loop.name),
         "badges": badges,
         "problem": rank(badges) < 2,
+        "paused": view.paused,
     }
 
 

@@ -5,7 +5,8 @@ report over a chosen window (docs/web.md, "A loop's page"; ``ops.earning``).
 window, default ``ops.earning.default_window()``; a bad one is said on the page. ``?before=ID``
 pages the timeline. An unknown loop is a 404 page. The page refreshes its status, report and
 timeline through ``/loops/<name>/live/`` (``loop_live``) with the same parameters, as the
-dashboard refreshes its table.
+dashboard refreshes its table. A person with ``control_loop`` also sees the loop's controls
+(pause or resume, run once now: ``ops.web.loop_control``), outside the part that refreshes.
 """
 
 import time
@@ -19,9 +20,12 @@ from django.urls import reverse
 
 from runtime import clock
 from runtime.registry import RegistryInvalid, store
+from runtime.services.approval import APPROVE_PERMISSION
 from schedules.models import ScheduleState
 from schedules.overview import due_keys, schedules_overview
+from schedules.pausing import CONTROL_PERMISSION, NOTE_MAX_LENGTH, OTHER_DOORS
 from schedules.repair import future_last_slots
+from schedules.triggering import new_request_id
 
 from ..doctor_checks import find_expired_leases, find_interrupted_runs, find_starved_queue, find_stuck_loops
 from ..earning import WindowError, default_window, earning_report, window_start
@@ -29,6 +33,7 @@ from ..earning_evidence import VERDICT_WORDS
 from . import words
 from .badges import doctor_flags, expired_lease_loops, is_late, loop_badges
 from .dashboard import refresh_after
+from .loop_control import PAUSE_EFFECT, UNTIL_CHOICES
 from .timeline import parse_before, timeline
 
 #: The longest ``?since=`` echoed back: a window is a few characters; longer text is refused.
@@ -81,7 +86,7 @@ def loop_context(request, registry, loop) -> dict:
     state = ScheduleState.objects.filter(loop=name).first()
     keys_due = view.keyed.next_due if view.keyed else None
     late = {name} if is_late(loop, state, now, keys_due) else set()
-    badges = loop_badges(loop, doctor_flags(findings, expired_lease_loops(findings)), late)
+    badges = loop_badges(loop, doctor_flags(findings, expired_lease_loops(findings)), late, {name} if view.paused else ())
     ticks, older = timeline(name, before=parse_before(request.GET.get("before")))
     since = request.GET.get("since") or default_window()
     kept = {key: request.GET[key] for key in ("since", "before") if request.GET.get(key)}
@@ -119,7 +124,24 @@ def loop_page(request, name: str):
             **base, "title": f"No loop {name}", "name": name,
             "detail": "no loop of that name is declared in the registry, the overlay or config/repos.yaml",
         }, status=404)
-    return TemplateResponse(request, "ops/loop.html", {**base, "title": f"Loop {name}", **loop_context(request, registry, loop)})
+    return TemplateResponse(request, "ops/loop.html", {
+        **base, "title": f"Loop {name}", **loop_context(request, registry, loop), **control_context(request),
+    })
+
+
+def control_context(request) -> dict:
+    """What the page's controls render (``ops/_loop_control.html``): whether the person may
+    control loops (``can_control``) and approve, a fresh ``request_id`` for the trigger's form,
+    and the words of ``ops.web.loop_control``."""
+    return {
+        "can_control": request.user.has_perm(CONTROL_PERMISSION),
+        "can_approve": request.user.has_perm(APPROVE_PERMISSION),
+        "request_id": new_request_id(),
+        "until_choices": UNTIL_CHOICES,
+        "pause_effect": PAUSE_EFFECT,
+        "other_doors": OTHER_DOORS,
+        "note_max_length": NOTE_MAX_LENGTH,
+    }
 
 
 def loop_live(request, name: str):

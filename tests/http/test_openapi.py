@@ -18,7 +18,8 @@ pytestmark = pytest.mark.django_db
 #: fragments the pages poll), which are for people in a browser, as the admin is (docs/web.md).
 UNDESCRIBED = (
     "admin/", "api/schema/", "api/docs/", "api/^.*$", "", "dashboard/", "dashboard/table/", "loops/<str:name>/",
-    "loops/<str:name>/live/", "live/runs/<int:run_id>/", "live/inbox/",
+    "loops/<str:name>/live/", "live/runs/<int:run_id>/", "live/inbox/", "dashboard/pause/", "dashboard/resume/",
+    "loops/<str:name>/trigger/",
 )
 
 
