@@ -127,16 +127,18 @@ def test_the_refusals(registry_files, controller, viewer):
     assert JournalEntry.objects.filter(action="loop_paused").count() == 1
 
 
-def test_an_injected_event_of_the_loop_type_is_still_planned_as_watched(registry_files, controller):
+@pytest.mark.parametrize(("door", "source"), [(Door.INJECT, "operator"), (Door.EVENTS, "bridge")])
+def test_an_event_of_the_loop_type_from_another_door_is_still_planned_as_watched(registry_files, controller, door, source):
+    """The bridge's host-clock job and ``inject`` alike (docs/schedules.md, "Pausing a loop")."""
     registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
     pause(controller, "2026-11-30T21:05:00Z")
     payload = {"loop": "heartbeat", "slot": "2026-11-30T21:00:00Z", "cadenceSeconds": 3600, "skippedSlots": 0}
     admit_event({
-        "schemaVersion": "factory.event/v1", "eventId": "by-hand-1", "type": "clock.tick.heartbeat", "source": "operator",
+        "schemaVersion": "factory.event/v1", "eventId": "by-hand-1", "type": "clock.tick.heartbeat", "source": source,
         "subject": "heartbeat", "occurredAt": "2026-11-30T21:06:00Z", "correlationId": "by-hand-1", "payload": payload,
-    }, door=Door.INJECT, now=at("2026-11-30T21:06:00Z"))
+    }, door=door, now=at("2026-11-30T21:06:00Z"))
     plan_pending(now=at("2026-11-30T21:06:01Z"))
-    assert Proposal.objects.get().status == "pending"
+    assert list(Proposal.objects.values_list("status", "event__door")) == [("pending", door.value)]
     assert Run.objects.count() == 0
 
 
