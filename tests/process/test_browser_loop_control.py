@@ -13,7 +13,7 @@ import pytest
 
 from tests.browsers import NARROW, Shots, fits, signed_in
 from tests.conftest import PROJECT_DIR
-from tests.processes import MANAGE, wait_for
+from tests.processes import MANAGE
 
 from .conftest import serving
 
