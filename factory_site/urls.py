@@ -1,4 +1,4 @@
-"""Routes: the operator's pages and the inbox (admin), the intake doors, the schedule and status views."""
+"""Routes: the operator's pages and the records (admin), the intake doors, the schedule and status views."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -7,7 +7,10 @@ from ops.web.admin_site import put_runtime_first
 
 admin.site.site_header = "Factory event runtime"
 admin.site.site_title = "Factory runtime"
-admin.site.index_title = "Inbox"
+admin.site.index_title = "All records"
+# The operator's navigation (templates/admin/_operator_nav.html) replaces the sidebar: the pages use the width.
+admin.site.enable_nav_sidebar = False
+admin.site.site_url = None
 put_runtime_first(admin.site)
 
 #: The API routes answer JSON here too; other routes keep Django's pages (factory_site.requests).

@@ -124,7 +124,7 @@ class Command(BaseCommand):
         except BaseException:
             self.abort(children, started=(self.shared_dir / "registry.pickle").exists())
             raise
-        self.stdout.write(f"serving on http://{options['bind']}/ (inbox: /admin/); Ctrl-C stops")
+        self.stdout.write(f"serving on http://{options['bind']}/ (the dashboard: /dashboard/; pending proposals: /admin/runtime/proposal/?status__exact=pending); Ctrl-C stops")
         raise SystemExit(self.supervise(children))
 
     def abort(self, children: dict[str, subprocess.Popen], *, started: bool) -> None:
