@@ -123,3 +123,17 @@ def token_item(token: ApiToken) -> dict:
         "createdAt": format_instant(token.created_at),
         "revokedAt": format_instant(token.revoked_at) if token.revoked_at else None,
     }
+
+
+def revoke_all_tokens(owner, *, now: datetime, data: dict | None = None) -> int:
+    """Revoke every live token of ``owner`` (a person leaving the team, ``manage.py team
+    remove``); returns how many. Each is journaled ``api_token_revoked`` with ``actor:
+    "system"`` (a shell names no person of the runtime) and ``data`` added (e.g. ``{"via":
+    "cli", "osUser": …}``). Call inside the transaction that removes the person."""
+    tokens = list(ApiToken.objects.filter(user=owner, revoked_at__isnull=True).order_by("id"))
+    ApiToken.objects.filter(pk__in=[t.pk for t in tokens], revoked_at__isnull=True).update(revoked_at=now)
+    for token in tokens:
+        record("api_token_revoked", Actor.SYSTEM, at=now,
+               data={"tokenId": token.pk, "owner": owner.get_username(), "label": token.label,
+                     "prefix": token.prefix, **(data or {})})
+    return len(tokens)
