@@ -103,6 +103,13 @@ def permission_denied(request: HttpRequest, exception: Exception, template_name:
     return _operator_page(request, template_name, 403, title="Not allowed", deciders=deciders() if staff else [])
 
 
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """``CSRF_FAILURE_VIEW``: a form refused by Django's CSRF check is the operator's 403 page,
+    saying to reload the page and send it again (the approval API checks CSRF itself and
+    answers 403 ``csrf_failed`` in JSON; the doors do not use it)."""
+    return _operator_page(request, "403.html", 403, title="Not allowed", csrf_reason=reason)
+
+
 def page_not_found(request: HttpRequest, exception: Exception, template_name: str = "404.html") -> HttpResponse:
     """``handler404``: a JSON route's path with a slash at the end (``/github/``, as a webhook
     is easily configured) is 404 ``{error: "not_found", detail}`` naming the route; every

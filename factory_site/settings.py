@@ -56,6 +56,8 @@ CSRF_COOKIE_SECURE = env.bool("DJANGO_CSRF_COOKIE_SECURE", default=False)
 #: The https origins the inbox is reached at (``https://factory.example.org``): CSRF checks the
 #: Origin of every POST against them.
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+#: A form sent without its CSRF token (a page left open past its session) gets the operator's 403 page.
+CSRF_FAILURE_VIEW = "factory_site.requests.csrf_failure"
 
 # --- e-mail (Django's error mails to ADMINS, password resets) -------------------------------
 # DJANGO_EMAIL_URL as django-environ reads it: smtp+tls://user:password@host:587, or the

@@ -38,6 +38,18 @@ def test_a_viewers_forged_decision_gets_the_styled_403_page(client, team_viewer,
     assert (Run.objects.count(), set(Proposal.objects.values_list("status", flat=True))) == (0, {"pending"})
 
 
+def test_a_form_without_its_csrf_token_gets_the_styled_403_page(approver, proposals):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(approver)
+    response = client.post(f"/admin/runtime/proposal/{proposals[1].pk}/decide/approve/", {"confirm": "yes"})
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert "<h1>Not allowed (403)</h1>" in page
+    assert ("<p>The form was refused: it came without this session's security token (CSRF cookie not set.). "
+            "Reload the page, then send it again.</p>") in page
+    assert Run.objects.count() == 0
+
+
 def test_an_unknown_operator_page_is_the_styled_404_page(client, team_viewer):
     client.force_login(team_viewer)
     response = client.get("/admin/runtime/proposal/999999/decide/maybe/")
