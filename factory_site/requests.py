@@ -7,9 +7,11 @@ is echoed as the ``X-Request-Id`` response header and carried by every log line 
 while the request is served (``factory_site.logs``), gunicorn's access line included.
 
 The routes of ``API_PATHS`` and those under ``API_PREFIX`` answer JSON whatever happens: ``bad_request`` (Django's 400,
-e.g. a ``Host`` header not in ``DJANGO_ALLOWED_HOSTS``) and ``server_error`` (500: an
-unhandled exception, a database fault) are Django's ``handler400``/``handler500`` here,
-JSON for those routes and Django's own pages elsewhere (the admin). A 500's body is
+e.g. a ``Host`` header not in ``DJANGO_ALLOWED_HOSTS``), ``permission_denied`` (403),
+``page_not_found`` (404) and ``server_error`` (500: an unhandled exception, a database fault)
+are Django's ``handler400``/``403``/``404``/``500`` here, JSON for those routes and the
+operator's pages elsewhere: ``templates/403.html``, ``404.html`` and ``500.html`` in the
+admin's layout (the 500 page needs no request and no database). A 500's body is
 ``{error: "internal_error", detail, requestId}``; what went wrong is only in the log, under
 that request id.
 """
@@ -19,6 +21,7 @@ import re
 import uuid
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template import loader
 from django.views import defaults
 
 #: The routes whose every answer is JSON (docs/design.md §10).
@@ -77,13 +80,43 @@ def bad_request(request: HttpRequest, exception: Exception, template_name: str =
     )
 
 
+def _operator_page(request: HttpRequest, template_name: str, status: int, **context) -> HttpResponse:
+    """An error page in the operator's layout: the admin's context (its header, the signed-in
+    person's links) when the request went through the session middleware."""
+    from django.contrib import admin
+
+    if hasattr(request, "user"):
+        context = {**admin.site.each_context(request), **context}
+    return HttpResponse(loader.get_template(template_name).render(context, request), status=status)
+
+
+def permission_denied(request: HttpRequest, exception: Exception, template_name: str = "403.html") -> HttpResponse:
+    """``handler403``: 403 ``{error: "permission_denied", detail}`` on the API routes (DRF answers
+    its own views' refusals before this); elsewhere the operator's page saying which role it
+    takes and, to a signed-in staff person, whom to ask (``runtime.admin.proposals.deciders``)."""
+    if _is_api(request):
+        return JsonResponse({"error": "permission_denied", "detail": "you may not do this"}, status=403)
+    from runtime.admin.proposals import deciders
+
+    user = getattr(request, "user", None)
+    staff = bool(user is not None and user.is_active and user.is_staff)
+    return _operator_page(request, template_name, 403, title="Not allowed", deciders=deciders() if staff else [])
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """``CSRF_FAILURE_VIEW``: a form refused by Django's CSRF check is the operator's 403 page,
+    saying to reload the page and send it again (the approval API checks CSRF itself and
+    answers 403 ``csrf_failed`` in JSON; the doors do not use it)."""
+    return _operator_page(request, "403.html", 403, title="Not allowed", csrf_reason=reason)
+
+
 def page_not_found(request: HttpRequest, exception: Exception, template_name: str = "404.html") -> HttpResponse:
     """``handler404``: a JSON route's path with a slash at the end (``/github/``, as a webhook
     is easily configured) is 404 ``{error: "not_found", detail}`` naming the route; every
-    other path keeps Django's page (the approval API answers its own 404s, docs/api.md)."""
+    other path gets the operator's page (the approval API answers its own 404s, docs/api.md)."""
     route = request.path.rstrip("/")
     if route == request.path or route not in API_PATHS:
-        return defaults.page_not_found(request, exception, template_name)
+        return _operator_page(request, template_name, 404, title="Not found", request_path=request.path)
     return JsonResponse(
         {"error": "not_found", "detail": f"there is no {request.path}; the route is {route}, without the slash at the end"},
         status=404,

@@ -11,7 +11,11 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from factory_site import __version__
+
 BASE_DIR = Path(__file__).resolve().parent.parent
+#: The product's version (factory_site.__version__), for the layers that may not import the site.
+PRODUCT_VERSION = __version__
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env")
@@ -52,6 +56,8 @@ CSRF_COOKIE_SECURE = env.bool("DJANGO_CSRF_COOKIE_SECURE", default=False)
 #: The https origins the inbox is reached at (``https://factory.example.org``): CSRF checks the
 #: Origin of every POST against them.
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+#: A form sent without its CSRF token (a page left open past its session) gets the operator's 403 page.
+CSRF_FAILURE_VIEW = "factory_site.requests.csrf_failure"
 
 # --- e-mail (Django's error mails to ADMINS, password resets) -------------------------------
 # DJANGO_EMAIL_URL as django-environ reads it: smtp+tls://user:password@host:587, or the
@@ -111,6 +117,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 # Every operator page's title begins with the pending count: (3) Loops | Factory runtime.
                 "runtime.admin.live.pending_proposals",
+                # The admin's footer names the product's version.
+                "factory_site.context.product_version",
             ],
         },
     },
@@ -221,7 +229,7 @@ REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] = "drf_spectacular.openapi.AutoSchema"
 SPECTACULAR_SETTINGS = {
     "TITLE": "Factory event runtime",
     "DESCRIPTION": "The intake doors, the schedule and status reads and the approval API (docs/api.md).",
-    "VERSION": "1",
+    "VERSION": __version__,
     "SERVE_INCLUDE_SCHEMA": False,
     # The browsable page is served from the sidecar's static files: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -13,8 +13,10 @@ admin.site.enable_nav_sidebar = False
 admin.site.site_url = None
 put_runtime_first(admin.site)
 
-#: The API routes answer JSON here too; other routes keep Django's pages (factory_site.requests).
+#: The API routes answer JSON here too; other routes get the operator's pages (templates/403.html,
+#: 404.html, 500.html) or Django's 400 page (factory_site.requests).
 handler400 = "factory_site.requests.bad_request"
+handler403 = "factory_site.requests.permission_denied"
 handler404 = "factory_site.requests.page_not_found"
 handler500 = "factory_site.requests.server_error"
 

@@ -17,3 +17,10 @@ class OpsConfig(AppConfig):
         from .health import health_report
 
         register_builtin("health", health_report)
+
+        from django.db.models.signals import post_migrate
+
+        from .roles import sync_roles_after_migrate
+
+        # The groups Approvers and Viewers, after every migrate (permissions exist only then).
+        post_migrate.connect(sync_roles_after_migrate, sender=self, dispatch_uid="ops.roles")

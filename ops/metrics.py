@@ -135,6 +135,7 @@ class DatabaseCollector:
         return window_start_id(Event, "admitted_at", self.since)
 
     def collect(self) -> Iterator[Metric]:
+        yield from self.build()
         yield GaugeMetricFamily(
             "factory_metrics_window_seconds", "The window of the recent-activity figures, in seconds.",
             value=self.window_seconds,
@@ -235,6 +236,12 @@ class DatabaseCollector:
             **_histogram_aggregates("started_at", "finished_at", DURATION_BUCKETS))
         yield _histogram("factory_run_duration_seconds",
                          "Start to finish of the runs queued in the window and finished.", row, DURATION_BUCKETS)
+
+    def build(self) -> Iterator[Metric]:
+        info = GaugeMetricFamily("factory_build_info", "Always 1; the product's version is its label.",
+                                 labels=["version"])
+        info.add_metric([settings.PRODUCT_VERSION], 1)
+        yield info
 
     def doctor(self) -> Iterator[Metric]:
         status = collect_status(now=self.now)

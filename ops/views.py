@@ -5,6 +5,7 @@ The first two answer from the same computations as ``manage.py schedule list --j
 is read once per request.
 """
 
+from django.conf import settings
 from django.http import HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from rest_framework import exceptions
@@ -81,11 +82,12 @@ class SchedulesView(ReadView):
 
 
 class StatusView(ReadView):
-    """The doctor's document; 200 whatever it says (``ok`` tells), so a monitor reads it."""
+    """The doctor's document, after the product's ``version``; 200 whatever it says (``ok``
+    tells), so a monitor reads it."""
 
     @status_read
     def get(self, request):
-        return Response(collect_status(now=clock.database_now()))
+        return Response({"version": settings.PRODUCT_VERSION, **collect_status(now=clock.database_now())})
 
 
 class MetricsView(ReadView):

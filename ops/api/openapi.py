@@ -258,7 +258,8 @@ schedules_read = extend_schema(
 )
 status_read = extend_schema(
     operation_id="status_read", summary="The doctor's document (docs/design.md §11)", tags=["operations"],
-    responses={200: OpenApiResponse({"type": "object", "required": ["ok", "anomalies"], "properties": {
+    responses={200: OpenApiResponse({"type": "object", "required": ["version", "ok", "anomalies"], "properties": {
+        "version": {"type": "string", "description": "the product's version (CHANGELOG.md)"},
         "ok": {"type": "boolean"}, "anomalies": {"type": "array", "items": {"type": "string"}},
     }}, description="200 whatever it says: `ok` tells"), **COMMON},
 )

@@ -28,11 +28,11 @@ LABEL_MAX_LENGTH = 100
 
 
 class TokenRefused(Refused):
-    """A token change that may not be made: ``label_invalid`` (400), ``permission_denied`` (403),
-    ``not_found`` (404), ``label_taken`` or ``already_revoked`` (409)."""
+    """A token change that may not be made: ``label_invalid`` (400), ``permission_denied`` or
+    ``cannot_use_api`` (403), ``not_found`` (404), ``label_taken`` or ``already_revoked`` (409)."""
 
-    STATUS = {"label_invalid": 400, "permission_denied": 403, "not_found": 404, "label_taken": 409,
-              "already_revoked": 409}
+    STATUS = {"label_invalid": 400, "permission_denied": 403, "cannot_use_api": 403, "not_found": 404,
+              "label_taken": 409, "already_revoked": 409}
 
     def __init__(self, code: str, detail: str):
         super().__init__(code, detail, status=self.STATUS[code])
@@ -59,10 +59,15 @@ def create_token(owner, label: str, *, by, now: datetime) -> tuple[ApiToken, str
     token itself, which is never stored and cannot be shown again.
 
     Raises TokenRefused: ``permission_denied`` (``by`` is neither ``owner`` nor a superuser),
-    ``label_invalid``, ``label_taken`` (``owner`` has a live token of that label).
+    ``cannot_use_api`` (``owner`` is not an active staff user, whom ``ops.api.auth.MayRead``
+    would refuse: the token could never be used), ``label_invalid``, ``label_taken``
+    (``owner`` has a live token of that label).
     """
     if not _may_manage(by, owner):
         raise TokenRefused("permission_denied", f"only {owner.get_username()} or a superuser may create their tokens")
+    if not (owner.is_active and owner.is_staff):
+        raise TokenRefused("cannot_use_api", f"{owner.get_username()} is not an active staff user, so the API would "
+                                             "refuse the token: give them a role first (manage.py team add)")
     label = _clean_label(label)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     try:
@@ -123,3 +128,17 @@ def token_item(token: ApiToken) -> dict:
         "createdAt": format_instant(token.created_at),
         "revokedAt": format_instant(token.revoked_at) if token.revoked_at else None,
     }
+
+
+def revoke_all_tokens(owner, *, now: datetime, data: dict | None = None) -> int:
+    """Revoke every live token of ``owner`` (a person leaving the team, ``manage.py team
+    remove``); returns how many. Each is journaled ``api_token_revoked`` with ``actor:
+    "system"`` (a shell names no person of the runtime) and ``data`` added (e.g. ``{"via":
+    "cli", "osUser": …}``). Call inside the transaction that removes the person."""
+    tokens = list(ApiToken.objects.filter(user=owner, revoked_at__isnull=True).order_by("id"))
+    ApiToken.objects.filter(pk__in=[t.pk for t in tokens], revoked_at__isnull=True).update(revoked_at=now)
+    for token in tokens:
+        record("api_token_revoked", Actor.SYSTEM, at=now,
+               data={"tokenId": token.pk, "owner": owner.get_username(), "label": token.label,
+                     "prefix": token.prefix, **(data or {})})
+    return len(tokens)

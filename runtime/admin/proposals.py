@@ -2,8 +2,10 @@
 page, always through a confirmation that says what will run (docs/design.md §7, §10)."""
 
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.exceptions import PermissionDenied
-from django.db.models import Case, Count, IntegerField, Subquery, Value, When
+from django.db.models import Case, Count, IntegerField, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce, Now
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -28,6 +30,20 @@ from .common import ReadOnlyAdmin, between, instant, journal_table, journal_url,
 from .proposal_previews import ask_preview_view, preview_block, preview_fragment_view
 
 DECISIONS = ("approve", "reject")
+#: How many people a viewer's proposal page names to ask for a decision.
+DECIDERS_SHOWN = 5
+
+
+def deciders(limit: int = DECIDERS_SHOWN) -> list[str]:
+    """The usernames of up to ``limit`` active people who may decide a proposal — superusers
+    and those granted ``approve_proposal`` directly or through a group (the Approvers role,
+    docs/team.md) — by name. One query."""
+    app_label, codename = APPROVE_PERMISSION.split(".")
+    granted = Q(content_type__app_label=app_label, codename=codename)
+    permission = Permission.objects.filter(granted)
+    people = get_user_model().objects.filter(is_active=True).filter(
+        Q(is_superuser=True) | Q(user_permissions__in=permission) | Q(groups__permissions__in=permission))
+    return list(people.order_by("username").values_list("username", flat=True).distinct()[:limit])
 
 
 def confirmation_rows(request, proposals: list[Proposal], *, now, back: str) -> list[dict]:
@@ -94,6 +110,9 @@ class ProposalAdmin(ReadOnlyAdmin):
         proposal = Proposal.objects.select_related("preview__requested_by").filter(pk=object_id).first()
         if proposal is not None:
             extra["preview_block"] = preview_block(request, proposal, now=clock.database_now())
+            if not extra["can_decide"] and proposal.status == ProposalStatus.PENDING:
+                # Why there is no Approve/Reject button, and whom to ask (docs/team.md).
+                extra["deciders"] = deciders()
         return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})
 
     @admin.display(description="would do")

@@ -1,5 +1,5 @@
 """Django's SQLite backend with the writers of every process queued in the kernel
-(docs/performance.md, "Since: writers wait in the kernel"; docs/production.md, §2).
+(docs/performance.md, "SQLite: writers wait in the kernel"; docs/production.md, §2).
 
 SQLite lets one writer in at a time. A writer that finds the write lock taken is left to
 SQLite's busy handler, which sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50 and then 100 ms

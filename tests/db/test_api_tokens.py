@@ -41,6 +41,20 @@ def test_only_the_person_or_a_superuser_manages_a_token(approver, viewer, django
     assert revoke_token(token.pk, by=root, now=NOW).revoked_at == NOW
 
 
+def test_a_person_who_cannot_use_the_api_gets_no_token(outsider, approver, django_user_model):
+    root = django_user_model.objects.create_superuser("root", password="root-pass-123")
+    approver.is_active = False
+    approver.save(update_fields=["is_active"])
+    for person in (outsider, approver):
+        with pytest.raises(TokenRefused) as refused:
+            create_token(person, "phone", by=root, now=NOW)
+        assert (refused.value.code, refused.value.status, refused.value.detail) == (
+            "cannot_use_api", 403, f"{person.username} is not an active staff user, so the API would refuse the "
+                                   "token: give them a role first (manage.py team add)")
+    assert not ApiToken.objects.exists()
+    assert not JournalEntry.objects.filter(action="api_token_created").exists()
+
+
 def test_labels_are_checked_and_unique_among_live_tokens(approver):
     for bad in ("", "   ", "x" * 101, "tab\there"):
         with pytest.raises(TokenRefused) as refused:
@@ -91,8 +105,11 @@ def test_the_command_creates_lists_and_revokes(approver):
     (["create", "alice", "--label", "x", "--as", "victor"],
      "refused: permission_denied: only alice or a superuser may create their tokens"),
     (["revoke", "999"], "refused: not_found: there is no API token 999"),
+    (["create", "oscar", "--label", "x"],
+     "refused: cannot_use_api: oscar is not an active staff user, so the API would refuse the token: "
+     "give them a role first (manage.py team add)"),
 ])
-def test_the_command_exits_2_when_refused(approver, viewer, argv, message):
+def test_the_command_exits_2_when_refused(approver, viewer, outsider, argv, message):
     err = StringIO()
     with pytest.raises(SystemExit) as exited:
         call_command("api_token", *argv, stderr=err)

@@ -7,6 +7,7 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
+from factory_site import __version__
 from ops.doctor import collect_status
 from ops.slot_loop import iterate
 from runtime.registry import get_registry, store
@@ -40,6 +41,7 @@ def test_a_healthy_runtime_is_ok_and_doctor_exits_0(registry_files):
     code, document = doctor("2026-11-30T21:07:04Z")
     assert code == 0
     assert document == {
+        "version": __version__,
         "ok": True,
         "anomalies": [],
         "registryDigest": get_registry().digest,

@@ -1,7 +1,7 @@
 """``runtime.sqlite_backend``: a SQLite transaction waits for its write turn in the kernel,
 not in SQLite's sleeping busy handler, and at most the busy time-out; the turn is given back
 at commit, rollback, close or a failed BEGIN, a forked child never shares its parent's, and
-a connection dropped unclosed closes its lock file (docs/performance.md, "Since: writers
+a connection dropped unclosed closes its lock file (docs/performance.md, "SQLite: writers
 wait in the kernel")."""
 
 import gc

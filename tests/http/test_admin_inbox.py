@@ -1,6 +1,7 @@
 """The inbox in the Django admin (docs/design.md §10): pending first, confirmed decisions, read-only machine tables."""
 
 import pytest
+from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from runtime.models import JournalEntry, Proposal, Run
@@ -54,6 +55,39 @@ def test_a_user_without_the_permission_cannot_approve(client, viewer, proposals)
     assert response.status_code in (200, 302)
     assert Run.objects.count() == 0
     assert set(Proposal.objects.values_list("status", flat=True)) == {"pending"}
+
+
+def test_a_viewers_proposal_page_says_why_it_has_no_buttons_and_whom_to_ask(
+        client, viewer, approver, django_user_model, proposals):
+    django_user_model.objects.create_superuser("root", password="root-pass-123")
+    gone = django_user_model.objects.create_user("aaron", password="aaron-pass-123", is_staff=True, is_active=False)
+    gone.groups.add(Group.objects.get(name="Approvers"))
+    bea = django_user_model.objects.create_user("bea", password="bea-pass-123", is_staff=True)
+    bea.groups.add(Group.objects.get(name="Approvers"))
+    viewer.groups.add(Group.objects.get(name="Viewers"))
+    client.force_login(viewer)
+    page = client.get(reverse("admin:runtime_proposal_change", args=[proposals[1].pk])).content.decode()
+    assert "decide-approve" not in page and "decide-reject" not in page
+    assert ("<p class=\"decide-help\" id=\"decide-help\">You may read this proposal but not decide it: approving or "
+            "rejecting takes the\napprove permission (the Approvers role). Ask alice, bea, root.</p>") in page
+    client.force_login(approver)
+    page = client.get(reverse("admin:runtime_proposal_change", args=[proposals[1].pk])).content.decode()
+    assert "decide-approve" in page and "decide-help" not in page
+
+
+def test_a_viewer_is_told_when_no_one_may_decide(client, viewer, proposals):
+    client.force_login(viewer)
+    page = client.get(reverse("admin:runtime_proposal_change", args=[proposals[1].pk])).content.decode()
+    assert ("No one active holds it yet: a superuser adds approvers with "
+            "<code>manage.py team add USERNAME --role approver</code>.</p>") in page
+
+
+def test_a_decided_proposal_explains_nothing_to_a_viewer(client, viewer, approver, proposals):
+    client.force_login(approver)
+    client.post(reverse("admin:runtime_proposal_decide", args=[proposals[0].pk, "reject"]), {"confirm": "yes"})
+    client.force_login(viewer)
+    page = client.get(reverse("admin:runtime_proposal_change", args=[proposals[0].pk])).content.decode()
+    assert "decide-help" not in page
 
 
 def test_outsiders_do_not_see_the_inbox(client, outsider, proposals):

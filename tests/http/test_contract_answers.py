@@ -157,7 +157,7 @@ def test_a_route_with_a_slash_at_the_end_is_a_json_404_naming_the_route(route):
         "error": "not_found", "detail": f"there is no {route}/; the route is {route}, without the slash at the end"}
 
 
-def test_any_other_unknown_path_keeps_djangos_page():
+def test_any_other_unknown_path_gets_the_operators_404_page():
     response = Client().get("/no-such-page/")
     assert response.status_code == 404 and response["Content-Type"].startswith("text/html")
 

@@ -8,6 +8,7 @@ registry does not validate (system checks are skipped), since saying so is its j
 import json
 import sys
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 
@@ -31,6 +32,7 @@ class Command(BaseCommand):
                 "anomalies": ["databaseUnavailable"],
                 "detail": f"{exc.__class__.__name__}: {exc}; is the database reachable and migrated (manage.py migrate)?",
             }
-        self.stdout.write(json.dumps(document, indent=2))
+        # As GET /status: the product's version first.
+        self.stdout.write(json.dumps({"version": settings.PRODUCT_VERSION, **document}, indent=2))
         if not document["ok"]:
             sys.exit(EXIT_ANOMALY)

@@ -82,6 +82,10 @@ class Command(BaseCommand):
     # Run by ``prepare`` (``run_checks``), once the slot loop is started: its start overlaps them.
     requires_system_checks = []
 
+    def get_version(self) -> str:
+        """``runserve --version``: the product's version (factory_site.__version__), not Django's."""
+        return settings.PRODUCT_VERSION
+
     def add_arguments(self, parser):
         parser.add_argument("--bind", default="127.0.0.1:7522", help="HOST:PORT for HTTP (default 127.0.0.1:7522)")
         parser.add_argument("--http-workers", type=int, default=2, help="gunicorn worker processes (default 2)")
