@@ -31,7 +31,7 @@ def test_a_viewers_forged_decision_gets_the_styled_403_page(client, team_viewer,
     assert response["Content-Type"] == "text/html; charset=utf-8"
     page = response.content.decode()
     assert "<h1>Not allowed (403)</h1>" in page
-    assert '<div id="site-name"><a href="/admin/">Factory event runtime</a></div>' in page
+    assert '<div id="site-name"><a href="/dashboard/">Factory event runtime</a></div>' in page
     assert "Your account, <strong>victor</strong>, may not do this." in page
     assert "<p>Ask bea to decide it, or to give you a role (<code>manage.py team add</code>).</p>" in page
     assert 'id="logout-form"' in page
