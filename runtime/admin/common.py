@@ -10,6 +10,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
+from django.utils.text import capfirst
 
 from runtime.models import JournalEntry
 
@@ -91,6 +92,11 @@ def row_journal(**lookup):
     return JournalEntry.objects.filter(**lookup).order_by("id")
 
 
+def list_title(model) -> str:
+    """A model's change list title: its plural name, capitalised (``Proposals``). Pure."""
+    return capfirst(model._meta.verbose_name_plural)
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Machine-owned rows: visible to staff, never added, changed or deleted from the admin.
 
@@ -98,6 +104,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     entries (``journal_lookup``, one of ``ROW_LOOKUPS``)."""
 
     journal_lookup: str | None = None
+
+    def changelist_view(self, request, extra_context=None):
+        # "Proposals", "Runs", "Journal entries": what the list is, not the admin's "Select … to view".
+        return super().changelist_view(request, {"title": list_title(self.model), **(extra_context or {})})
 
     def history_view(self, request, object_id, extra_context=None):
         if self.journal_lookup is None:

@@ -16,7 +16,7 @@ from django.utils.translation import gettext
 
 from runtime.models import TERMINAL_RUN_STATUSES, Proposal, ProposalStatus, Run, RunStatus
 
-from .common import between, duration
+from .common import between, duration, list_title
 from .runs import attempts_html, stdout_path, times_html
 
 #: How often a run's live panel refreshes while the run is queued, claimed or running, in seconds.
@@ -106,10 +106,9 @@ def inbox_watch(*, seen_pending: int | None = None, seen_newest: int | None = No
 
 
 def page_title(model, *, listing: bool) -> str:
-    """The title the admin gives a read-only model's change list (``Select proposal to view``) or
+    """The title of a read-only model's change list (``Proposals``: ``common.list_title``) or
     object page (``View run``), so that a fragment's ``<title>`` says what its page's did."""
-    name = model._meta.verbose_name
-    return gettext("Select %s to view") % name if listing else gettext("View %s") % name
+    return list_title(model) if listing else gettext("View %s") % model._meta.verbose_name
 
 
 def pending_proposals(request) -> dict:

@@ -127,11 +127,11 @@ def test_every_operator_page_title_starts_with_the_pending_count(client, viewer,
     # the loop: a tick would not propose).
     Proposal.objects.filter(pk=proposals[0].pk).update(status="pending", decided_at=None, actor="")
     inbox = reverse("admin:runtime_proposal_changelist")
-    assert title(client.get(inbox).content.decode()) == "(1) Select proposal to view | Factory runtime"
+    assert title(client.get(inbox).content.decode()) == "(1) Proposals | Factory runtime"
     assert title(client.get("/dashboard/").content.decode()) == "(1) Loops | Factory runtime"
     assert title(client.get("/dashboard/table/").content.decode()) == "(1) Loops | Factory runtime"
     assert title(client.get("/loops/reaper/").content.decode()).startswith("(1) ")
-    assert title(client.get("/live/inbox/").content.decode()) == "(1) Select proposal to view | Factory runtime"
+    assert title(client.get("/live/inbox/").content.decode()) == "(1) Proposals | Factory runtime"
     run_title = f"(1) run {running_run.pk} (reaper@1, running) | View run | Factory runtime"
     assert title(client.get(reverse("admin:runtime_run_change", args=[running_run.pk])).content.decode()) == run_title
     assert title(client.get(fragment(running_run.pk)).content.decode()) == run_title
