@@ -127,3 +127,14 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.alert.key} {self.kind} by {self.channel}"
+
+
+class ReaderZone(models.Model):
+    """The time zone a person reads the pages in (docs/web.md, "Times in the reader's zone"): an
+    IANA name (``Australia/Lord_Howe``); no row means the browser's zone. Set on ``/me/``."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    zone = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.zone}"

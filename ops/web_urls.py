@@ -1,5 +1,6 @@
 """Routes of the operator's pages (docs/web.md): ``/``, the dashboard and its table, a loop's page and
-its live part, the loops' pause, resume and trigger actions (POST), and the fragments a run's
+its live part, the loops' pause, resume and trigger actions (POST), the person's settings
+(``/me/``: their time zone), and the fragments a run's
 page and the inbox list poll (``/live/…``).
 
 The pages are the admin's: ``admin.site.admin_view`` sends anyone without a staff session
@@ -14,13 +15,14 @@ from django.contrib import admin
 from django.http import HttpResponseForbidden
 from django.urls import path
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .web.dashboard import dashboard, dashboard_table
 from .web.home import home
 from .web.live import inbox_fragment, run_fragment
 from .web.loop_control import pause_loops, resume_loops, trigger
 from .web.loop_page import loop_live, loop_page
+from .web.zones import reader_settings
 
 app_name = "web"
 
@@ -53,4 +55,5 @@ urlpatterns = [
     path("loops/<str:name>/live/", staff_fragment(loop_live), name="loop-live"),
     path("live/runs/<int:run_id>/", staff_fragment(run_fragment), name="run-live"),
     path("live/inbox/", staff_fragment(inbox_fragment), name="inbox-live"),
+    path("me/", admin.site.admin_view(require_http_methods(["GET", "POST"])(reader_settings)), name="me"),
 ]

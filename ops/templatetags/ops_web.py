@@ -1,5 +1,7 @@
 """Template filters and tags of the operator's pages (docs/web.md)."""
 
+from zoneinfo import ZoneInfo
+
 from django import template
 
 from runtime import clock
@@ -14,9 +16,18 @@ register = template.Library()
 
 
 @register.filter
-def utc_instant(value):
-    """An instant to the second in UTC: ``2026-11-30 21:00:01 UTC`` (``—`` for None)."""
+def instant_time(value):
+    """An instant to the second as a ``<time>`` in the reader's zone (``runtime.admin.common.instant``; ``—`` for None)."""
     return instant(value)
+
+
+@register.filter
+def in_loop_zone(value, zone):
+    """An instant as a time-of-day loop's own wall clock: ``2026-12-07 09:00 Europe/Budapest``
+    ("" for None or no zone): its next slot reads as declared, whatever the reader's zone."""
+    if value is None or not zone:
+        return ""
+    return f"{value.astimezone(ZoneInfo(zone)):%Y-%m-%d %H:%M} {zone}"
 
 
 @register.simple_tag

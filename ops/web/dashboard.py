@@ -128,6 +128,7 @@ def _row(view, badges: list[str], earned: bool) -> dict:
         "last_slot": view.last_slot_fired,
         "last_tick_at": view.last_tick_at,
         "next_slot": view.next_slot_due,
+        "zone": loop.timezone if loop.at else None,
         "outcome": words.outcome(view.last_outcome.as_json() if view.last_outcome else None),
         "pending": view.pending_proposals,
         "pending_url": words.inbox_url(loop.name),

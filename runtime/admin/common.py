@@ -8,6 +8,7 @@ from django.contrib import admin
 from django.http import Http404
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.text import capfirst
@@ -23,10 +24,19 @@ SHOWN_JOURNAL_ENTRIES = 200
 
 
 def instant(value: datetime | None) -> str:
-    """``2026-11-30 21:00:01 UTC``, or ``—``: to the second, always in UTC (the one clock)."""
+    """``<time datetime="2026-11-30T21:00:01Z" title="2026-11-30 21:00:01 UTC">…</time>``, or ``—``:
+    to the second, its text in the reader's zone when one is active (``ops.web.zones``:
+    ``2026-12-01 08:00:01 +11``), else in UTC (``2026-11-30 21:00:01 UTC``), which the page's
+    script turns into the browser's zone (docs/web.md, "Times in the reader's zone")."""
     if value is None:
         return "—"
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    utc = value.astimezone(UTC)
+    if timezone.get_current_timezone_name() == "UTC":
+        text = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+    else:
+        text = utc.astimezone(timezone.get_current_timezone()).strftime("%Y-%m-%d %H:%M:%S %Z")
+    return format_html('<time datetime="{}" title="{}">{}</time>', utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                       utc.strftime("%Y-%m-%d %H:%M:%S UTC"), text)
 
 
 def duration(seconds: float | None) -> str:
@@ -82,7 +92,7 @@ def journal_table(entries, more_url: str):
     )
     more = format_html("<p><a href='{}'>all entries</a></p>", more_url) if len(rows) > SHOWN_JOURNAL_ENTRIES else ""
     return format_html(
-        "<table class='journal'><thead><tr><th>at (UTC)</th><th>action</th><th>actor</th><th>data</th></tr></thead>"
+        "<table class='journal'><thead><tr><th>at</th><th>action</th><th>actor</th><th>data</th></tr></thead>"
         "<tbody>{}</tbody></table>{}", body, more,
     )
 

@@ -133,11 +133,11 @@ class ProposalAdmin(ReadOnlyAdmin):
         url = reverse("admin:runtime_run_change", args=[run[0]])
         return format_html("<a href='{}' id='run-link'>run {}</a> ({})", url, run[0], run[1])
 
-    @admin.display(description="created (UTC)", ordering="created_at")
+    @admin.display(description="created", ordering="created_at")
     def created(self, proposal):
         return instant(proposal.created_at)
 
-    @admin.display(description="decided (UTC)", ordering="decided_at")
+    @admin.display(description="decided", ordering="decided_at")
     def decided(self, proposal):
         return instant(proposal.decided_at)
 

@@ -31,15 +31,15 @@ class EventAdmin(ReadOnlyAdmin):
     readonly_fields = fields
     journal_lookup = "event__id__exact"
 
-    @admin.display(description="occurred (UTC)")
+    @admin.display(description="occurred")
     def occurred(self, event):
         return instant(event.occurred_at)
 
-    @admin.display(description="admitted (UTC)", ordering="admitted_at")
+    @admin.display(description="admitted", ordering="admitted_at")
     def admitted(self, event):
         return instant(event.admitted_at)
 
-    @admin.display(description="planned (UTC)")
+    @admin.display(description="planned")
     def planned(self, event):
         return instant(event.planned_at)
 
@@ -74,7 +74,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         """A story or a row's entries read oldest first; the whole journal newest first."""
         return ["id"] if any(key in request.GET for key in (CORRELATION_LOOKUP, *ROW_LOOKUPS)) else ["-id"]
 
-    @admin.display(description="at (UTC)", ordering="at")
+    @admin.display(description="at", ordering="at")
     def at_utc(self, entry):
         return instant(entry.at)
 

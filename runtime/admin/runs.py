@@ -112,7 +112,7 @@ def attempts_html(run: Run):
     if not rows:
         return "(not started)"
     return format_html(
-        "<table><thead><tr><th>attempt</th><th>worker</th><th>started (UTC)</th><th>took</th><th>end</th>"
+        "<table><thead><tr><th>attempt</th><th>worker</th><th>started</th><th>took</th><th>end</th>"
         "<th>exit code</th><th>reason</th></tr></thead><tbody>{}</tbody></table>",
         format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
             (a["attempt"], a["worker"], instant(a["startedAt"]), between(a["startedAt"], a["endedAt"]),
@@ -137,7 +137,7 @@ class RunAdmin(ReadOnlyAdmin):
         # (``runtime.admin.live``, templates/admin/runtime/run/_live.html): it refreshes itself.
         (None, {"fields": ("definition", "loop", "loop_key")}),
         ("Captured output", {"fields": ("captured_output", "captured_errors")}),
-        ("Times (UTC)", {"fields": ("times",)}),
+        ("Times", {"fields": ("times",)}),
         ("Attempts", {"fields": ("attempt_table",)}),
         ("Result", {"fields": ("preview_seen", "result_view")}),
         ("Links", {"fields": ("event_link", "proposal_link", "story", "chain")}),
@@ -164,7 +164,7 @@ class RunAdmin(ReadOnlyAdmin):
         finally:
             REQUESTED_PAGES.reset(token)
 
-    @admin.display(description="queued (UTC)", ordering="queued_at")
+    @admin.display(description="queued", ordering="queued_at")
     def queued(self, run):
         return instant(run.queued_at)
 

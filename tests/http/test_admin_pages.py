@@ -146,7 +146,7 @@ def test_a_run_page_reads_to_the_second_with_attempts_output_pages_and_links(cli
     # Page 1 of the output stops before its end, which the live panel's tail shows.
     assert "page 1 of 2" in body and body.count("THE-TAIL") == 1
     assert "aaaTHE-TAIL</pre>" in body[body.index('id="run-tail"'):]
-    assert body.index("Captured output") < body.index("Times (UTC)") < body.index("Attempts")
+    assert body.index("Captured output") < body.index('class="fieldset-heading">Times</h2>') < body.index("Attempts")
     assert reverse("admin:runtime_event_change", args=[finished_run.event_id]) in body
     assert reverse("admin:runtime_proposal_change", args=[finished_run.proposal_id]) in body
     assert "THE-TAIL" in client.get(page + "?output_page=2").content.decode()

@@ -43,7 +43,7 @@ def test_every_operator_page_has_the_navigation_with_the_pending_count_and_marks
         assert response.status_code == 200, path
         page = response.content.decode()
         assert nav(page) == (LINKS, [current]), path
-        assert '<span class="ops-person">victor</span>' in page
+        assert '<a class="ops-person" href="/me/"' in page
         assert '<button type="submit">Sign out</button>' in page
         assert '<div id="site-name"><a href="/dashboard/">Factory event runtime</a></div>' in page
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 UNDESCRIBED = (
     "admin/", "api/schema/", "api/docs/", "api/^.*$", "", "dashboard/", "dashboard/table/", "loops/<str:name>/",
     "loops/<str:name>/live/", "live/runs/<int:run_id>/", "live/inbox/", "dashboard/pause/", "dashboard/resume/",
-    "loops/<str:name>/trigger/",
+    "loops/<str:name>/trigger/", "me/",
 )
 
 

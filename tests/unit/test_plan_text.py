@@ -1,8 +1,10 @@
 """A plan in words and the inbox's times (runtime.plan_text, runtime.admin.common)."""
 
 from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
+from django.utils import timezone as django_timezone
 
 from runtime.admin.common import between, duration, instant
 from runtime.plan_text import describe_plan, what_it_does, what_runs
@@ -70,6 +72,16 @@ def test_durations_read_in_the_largest_two_units(seconds, text):
 
 def test_instants_are_to_the_second_in_utc_whatever_their_zone():
     paris = datetime(2026, 11, 30, 22, 0, 1, 999999, tzinfo=timezone(timedelta(hours=1)))
-    assert (instant(paris), instant(None)) == ("2026-11-30 21:00:01 UTC", "—")
+    assert (instant(paris), instant(None)) == (
+        '<time datetime="2026-11-30T21:00:01Z" title="2026-11-30 21:00:01 UTC">2026-11-30 21:00:01 UTC</time>', "—")
     start = datetime(2026, 11, 30, 21, 0, tzinfo=UTC)
     assert (between(start, start + timedelta(seconds=65)), between(start, None)) == ("1 m 05 s", "—")
+
+
+def test_an_instant_reads_in_the_readers_zone_when_one_is_active():
+    """Lord Howe Island: +11 in December, +10:30 in June (half an hour of daylight saving)."""
+    with django_timezone.override(ZoneInfo("Australia/Lord_Howe")):
+        summer = instant(datetime(2026, 11, 30, 21, 0, 1, tzinfo=UTC))
+        winter = instant(datetime(2026, 6, 30, 21, 0, 1, tzinfo=UTC))
+    assert summer == '<time datetime="2026-11-30T21:00:01Z" title="2026-11-30 21:00:01 UTC">2026-12-01 08:00:01 +11</time>'
+    assert winter == '<time datetime="2026-06-30T21:00:01Z" title="2026-06-30 21:00:01 UTC">2026-07-01 07:30:01 +1030</time>'
