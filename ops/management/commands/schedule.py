@@ -56,6 +56,8 @@ from schedules.ticks import due_ticks, left_to_the_slot_loop
 EXIT_REFUSED = 2
 DEFAULT_NEXT = 5
 MAX_NEXT = 1000
+#: What the ``loop`` argument of ``show``, ``next`` and ``report`` is.
+LOOP_HELP = "the loop's name (see `schedule list`)"
 
 
 def _paging(name: str, high: int):
@@ -92,10 +94,10 @@ class Command(BaseCommand):
         )
         listing.add_argument("--json", **as_json)
         show = sub.add_parser("show", help="one loop and its last ten ticks")
-        show.add_argument("loop")
+        show.add_argument("loop", help=LOOP_HELP)
         show.add_argument("--json", **as_json)
         upcoming = sub.add_parser("next", help="a loop's next slots")
-        upcoming.add_argument("loop")
+        upcoming.add_argument("loop", help=LOOP_HELP)
         upcoming.add_argument("-n", type=_count, default=DEFAULT_NEXT, help=f"how many slots (default {DEFAULT_NEXT})")
         upcoming.add_argument("--json", **as_json)
         tick = sub.add_parser("tick", help="one iteration of the slot loop as if at an instant")
@@ -103,10 +105,10 @@ class Command(BaseCommand):
         tick.add_argument("--dry-run", action="store_true", help="write nothing; print what would fire")
         tick.add_argument("--json", **as_json)
         again = sub.add_parser("rebuild", help="rebuild a keyed loop's rows from its events")
-        again.add_argument("loop")
+        again.add_argument("loop", help="a keyed loop's name")
         again.add_argument("--json", **as_json)
         report = sub.add_parser("report", help="has a watched loop earned auto? its history over a window")
-        report.add_argument("loop")
+        report.add_argument("loop", help=LOOP_HELP)
         report.add_argument(
             "--since", help="a span (90m, 7d) or an instant (default: FACTORY_EARN_WINDOW_DAYS, 7d unless set longer)"
         )
