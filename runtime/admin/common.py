@@ -46,8 +46,19 @@ def duration(seconds: float | None) -> str:
 
 
 def between(start: datetime | None, end: datetime | None) -> str:
-    """The duration from ``start`` to ``end``, or ``—`` when either is missing."""
-    return duration((end - start).total_seconds()) if start and end else "—"
+    """How long from ``start`` to ``end`` (a run's wait or work): under a minute to the tenth
+    of a second (``0.4 s``, ``45.9 s``: a quick run must not read ``0 s``), else as
+    ``duration``; ``—`` when either is missing."""
+    if not (start and end):
+        return "—"
+    return seconds_text((end - start).total_seconds())
+
+
+def seconds_text(seconds: float) -> str:
+    """``duration`` to the tenth of a second under a minute (``0.4 s``); negative reads ``0.0 s``."""
+    # Rounded first, so 59.96 s reads "1 m 00 s", never "60.0 s".
+    tenths = round(max(0.0, seconds), 1)
+    return f"{tenths:.1f} s" if tenths < 60 else duration(tenths)
 
 
 def story_link(correlation_id: str):

@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from runtime import clock
-from runtime.models import Event, JournalEntry, Run, RunStatus
+from runtime.models import TERMINAL_RUN_STATUSES, Event, JournalEntry, Run, RunStatus
 from runtime.plan_text import describe_plan
 from runtime.preview_text import preview_words
 from runtime.services.approval import APPROVE_PERMISSION, NOTE_MAX_LENGTH
@@ -228,6 +228,9 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="result data (validated against the definition's output schema)")
     def result_view(self, run):
+        if run.result_data is None:
+            # JSON's "null" reads as a value; say why there is none instead.
+            return "none: the run has not finished" if run.status not in TERMINAL_RUN_STATUSES else "none"
         return pretty_json(run.result_data)
 
     @admin.display(description="plan, in words")

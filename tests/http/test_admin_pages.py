@@ -176,3 +176,12 @@ def test_a_run_page_lists_the_events_its_chain_admitted(client, approver, fake_a
     assert caused.count() == 2
     assert all(reverse("admin:runtime_event_change", args=[event.pk]) in body for event in caused)
     assert [f"{event.uid}</a> {event.type}" in body for event in caused] == [True, True]
+
+
+def test_a_run_page_says_none_for_no_result_data_and_its_durations_to_the_tenth(client, approver, finished_run):
+    client.force_login(approver)
+    Run.objects.filter(pk=finished_run.pk).update(result_data=None, finished_at=at("2026-11-30T21:03:12.44Z"))
+    body = client.get(reverse("admin:runtime_run_change", args=[finished_run.pk])).content.decode()
+    result = body[body.index("Result data (validated"):]
+    assert result[result.index('<div class="readonly">'):].startswith('<div class="readonly">none</div>')
+    assert "<tr><th scope='row'>took (started → finished)</th><td>0.4 s</td></tr>" in body

@@ -73,3 +73,11 @@ def test_instants_are_to_the_second_in_utc_whatever_their_zone():
     assert (instant(paris), instant(None)) == ("2026-11-30 21:00:01 UTC", "—")
     start = datetime(2026, 11, 30, 21, 0, tzinfo=UTC)
     assert (between(start, start + timedelta(seconds=65)), between(start, None)) == ("1 m 05 s", "—")
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (0, "0.0 s"), (0.04, "0.0 s"), (0.44, "0.4 s"), (45.96, "46.0 s"), (59.96, "1 m 00 s"), (65, "1 m 05 s"),
+])
+def test_how_long_a_run_took_reads_to_the_tenth_of_a_second_under_a_minute(seconds, text):
+    start = datetime(2026, 11, 30, 21, 0, tzinfo=UTC)
+    assert between(start, start + timedelta(seconds=seconds)) == text
