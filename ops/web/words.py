@@ -70,6 +70,10 @@ def _items(key: str, status: dict) -> list[dict]:
                 for i in found]
     if key == "interruptedRuns":
         return [_run_item(i["id"], f" {i['definition']} ({i['reason']}): retry or close it") for i in found]
+    if key == "runBacklog":
+        queued_runs = reverse("admin:runtime_run_changelist") + "?" + urlencode({"status__exact": "queued"})
+        return [{"text": f"{i['queued']} run(s) queued, the oldest for {i['waitedSeconds']} s", "url": queued_runs}
+                for i in found]
     if key == "clockSkew":
         return [{"text": f"{i['role']} {i['host']}:{i['pid']} ({i['clockOffsetSeconds']} s)", "url": ""} for i in found]
     if key == "registryInvalid":
@@ -90,6 +94,7 @@ SENTENCES = {
     "futureLastSlot": "A last fired slot lies in the future: the clock went back.",
     "clockSkew": "A process's clock is more than 5 s from the database's.",
     "longPauses": "Paused for long: loops paused without an end for more than FACTORY_PAUSE_WARN_SECONDS.",
+    "runBacklog": "Run backlog: the workers do not keep up with the queued runs; are enough workers running?",
 }
 
 

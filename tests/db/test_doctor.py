@@ -55,6 +55,7 @@ def test_a_healthy_runtime_is_ok_and_doctor_exits_0(registry_files):
         "futureLastSlot": [],
         "clockSkew": [],
         "longPauses": [],
+        "runBacklog": [],
         "processes": [],
     }
 
