@@ -25,14 +25,16 @@ def _cadence_text(item: dict) -> str:
 
 
 def list_text(items: list[dict]) -> str:
-    headers = ["LOOP", "EVERY", "APPROVAL", "ENABLED", "SOURCE", "LAST SLOT FIRED", "NEXT SLOT DUE",
-               "LAST OUTCOME", "PENDING", "STOPPED"]
+    """The loops as a table, in the order given. An item's ``status`` (``ops.schedule_status``:
+    the dashboard's badges) fills STATUS; an item without one says ``stopped`` or ``-``."""
+    headers = ["LOOP", "STATUS", "EVERY", "APPROVAL", "ENABLED", "SOURCE", "LAST SLOT FIRED", "NEXT SLOT DUE",
+               "LAST OUTCOME", "PENDING"]
     rows = [[
-        item["name"], _cadence_text(item), item["approval"],
+        item["name"], item.get("status") or ("stopped" if item["stopped"] else "-"), _cadence_text(item), item["approval"],
         "paused" if item.get("paused") else "yes" if item["enabled"] else "no",
         item["source"] + (f" ({', '.join(item['overrides'])})" if item["overrides"] else ""),
         item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item["lastOutcome"]),
-        str(item["pendingProposals"]), "STOPPED" if item["stopped"] else "-",
+        str(item["pendingProposals"]),
     ] for item in items]
     return format_table(headers, rows)
 
@@ -45,7 +47,8 @@ def _paused_text(paused: dict | None) -> str:
 
 
 def page_text(document: dict) -> str:
-    """One page of ``schedule list`` (``{count, page, pageSize, results}``): the table, then —
+    """One page of ``schedule list`` (``{count, page, pageSize, results}``, the results in the
+    dashboard's order: ``ops.schedule_status``): the table, then —
     when the loops do not all fit on it — which of them it shows and how many more follow
     (a page is never past the last: the command refuses that)."""
     items, count, page, size = document["results"], document["count"], document["page"], document["pageSize"]
@@ -53,7 +56,7 @@ def page_text(document: dict) -> str:
     if page == 1 and len(items) == count:
         return text
     first = (page - 1) * size + 1
-    shown = f"loops {first}-{first + len(items) - 1} of {count} by name"
+    shown = f"loops {first}-{first + len(items) - 1} of {count}, problems first"
     more = count - (first - 1) - len(items)
     if more > 0:
         shown += f"; {more} more: schedule list --page {page + 1}" + (f" --page-size {size}" if size != PAGE_SIZE else "")

@@ -41,6 +41,7 @@ from ops import pause_command
 from ops.earning import WindowError, default_window, earning_report, window_start
 from ops.earning_evidence import EXIT_STATUS
 from ops.paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, InvalidParameter, whole_number
+from ops.schedule_status import ranked_page
 from ops.schedule_text import list_text, next_keyed_text, next_text, page_text, report_text, show_text, tick_text
 from ops.slot_loop import iterate
 from runtime import clock
@@ -188,13 +189,18 @@ class Command(BaseCommand):
         if options["json"] and number is None and size is None:
             return self.emit(options, [v.as_json() for v in schedules_overview(registry, now=now)], list_text)
         number, size = number or 1, size or PAGE_SIZE
-        views, count = schedules_page(registry, now=now, offset=(number - 1) * size, limit=size)
+        if options["json"]:
+            views, count = schedules_page(registry, now=now, offset=(number - 1) * size, limit=size)
+            results = [v.as_json() for v in views]
+        else:
+            # The text ranks problems first, as the dashboard does; JSON stays by name.
+            results, count = ranked_page(registry, now=now, offset=(number - 1) * size, limit=size)
         last = max(1, -(-count // size))
         if number > last:
             raise CommandError(
                 f"there is no page {number}: {count} loop(s) make {last} page(s) of {size}", returncode=EXIT_REFUSED
             )
-        document = {"count": count, "page": number, "pageSize": size, "results": [v.as_json() for v in views]}
+        document = {"count": count, "page": number, "pageSize": size, "results": results}
         return self.emit(options, document, page_text)
 
     def emit(self, options, document, as_text) -> None:
