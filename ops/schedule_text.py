@@ -5,13 +5,12 @@ from lib.text_table import format_table
 
 from .earning_evidence import VERDICT_WORDS
 from .paging import PAGE_SIZE
+from .web.words import outcome
 
 
-def _outcome_text(outcome: dict | None) -> str:
-    if outcome is None:
-        return "-"
-    text = f"{outcome['stage']} {outcome['value'] or 'not planned yet'}"
-    return f"{text} ({outcome['reason']})" if outcome["reason"] else text
+def _outcome_text(item: dict) -> str:
+    """The last outcome of a loop's item (``lastOutcome`` and ``lastRun``) as the dashboard says it."""
+    return outcome(item["lastOutcome"], item.get("lastRun"), none="-")
 
 
 def _cadence_text(item: dict) -> str:
@@ -33,7 +32,7 @@ def list_text(items: list[dict]) -> str:
         item["name"], item.get("status") or ("stopped" if item["stopped"] else "-"), _cadence_text(item), item["approval"],
         "paused" if item.get("paused") else "yes" if item["enabled"] else "no",
         item["source"] + (f" ({', '.join(item['overrides'])})" if item["overrides"] else ""),
-        item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item["lastOutcome"]),
+        item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item),
         str(item["pendingProposals"]),
     ] for item in items]
     return format_table(headers, rows)
@@ -78,7 +77,7 @@ def show_text(document: dict) -> str:
         ("last slot fired", document["lastSlotFired"] or "never"),
         ("last tick at", document["lastTickAt"] or "never"),
         ("next slot due", document["nextSlotDue"] or "- (disabled)"),
-        ("last outcome", _outcome_text(document["lastOutcome"])),
+        ("last outcome", _outcome_text(document)),
         ("pending proposals", str(document["pendingProposals"])),
         ("stopped", "STOPPED: no tick for more than two intervals" if document["stopped"] else "no"),
         ("paused", _paused_text(document.get("paused"))),
@@ -93,7 +92,7 @@ def show_text(document: dict) -> str:
     width = max(len(name) for name, _ in fields)
     lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
     rows = [[
-        t["slot"] or "-", t["admittedAt"], str(t["skippedSlots"]), _outcome_text(t["outcome"]),
+        t["slot"] or "-", t["admittedAt"], str(t["skippedSlots"]), outcome(t["outcome"], none="-"),
         f"{t['proposal']['id']} {t['proposal']['status']}" if t["proposal"] else "-",
         f"{t['run']['id']} {t['run']['status']}" if t["run"] else "-",
     ] for t in document["ticks"]]

@@ -21,12 +21,25 @@ def cadence(loop: Loop) -> str:
     return f"{loop.at} {loop.timezone}{days}"
 
 
-def outcome(value: dict | None) -> str:
-    """A ``lastOutcome`` (``{stage, value, reason}``) as ``run SUCCEEDED`` or ``planning NOOP (previous_run_in_flight)``."""
-    if value is None:
-        return "—"
-    text = f"{value['stage']} {value['value'] or 'not planned yet'}"
-    return f"{text} ({value['reason']})" if value["reason"] else text
+def outcome(value: dict | None, last_run: dict | None = None, *, none: str = "—") -> str:
+    """A ``lastOutcome`` (``{stage, value, reason}``) as ``run SUCCEEDED`` or ``planning NOOP
+    (previous_run_in_flight)``; ``none`` when the loop never ticked.
+
+    With the loop's ``lastRun`` (``schedules.last_run.LastRun.as_json``) when it is not the
+    last tick's own run, the run comes first and then the tick: ``run 12 REAPED · newest tick:
+    planning PROPOSED``, so a proposed (or rejected) tick does not hide what last ran."""
+    if value is None and last_run is None:
+        return none
+    tick = none
+    if value is not None:
+        tick = f"{value['stage']} {value['value'] or 'not planned yet'}"
+        tick = f"{tick} ({value['reason']})" if value["reason"] else tick
+    if last_run is None or last_run["ofLastTick"]:
+        return tick
+    ended = last_run["finishedAt"] is not None
+    said = (last_run["outcome"] or last_run["status"].upper()) if ended else last_run["status"]
+    run = f"run {last_run['id']} {said}" + (f" ({last_run['reason']})" if ended and last_run["reason"] else "")
+    return f"{run} · newest tick: {tick}"
 
 
 def tally(counts: dict) -> str:

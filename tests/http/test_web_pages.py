@@ -89,6 +89,11 @@ def test_a_viewer_reads_the_dashboard_stopped_and_disabled_loops_flagged_problem
     assert "1 pending proposal" in body
     assert reverse("admin:runtime_proposal_changelist") + "?status__exact=pending" in body
     assert 'hx-get="/dashboard/table/"' in body and "htmx-2.0.11.min.js" in body
+    # The newest tick waits in the inbox; the run an older tick's approval queued REAPED: both, the run first.
+    run = Proposal.objects.get(status="approved").run
+    assert response.context["rows"][0]["outcome"] == f"run {run.pk} REAPED · newest tick: planning PROPOSED"
+    loop_page = client.get("/loops/reaper/").content.decode()
+    assert f"<tr><th>last outcome</th><td>run {run.pk} REAPED · newest tick: planning PROPOSED</td></tr>" in loop_page
 
 
 def test_a_stopped_loop_is_bannered_and_listed_first(client, viewer, reaper_history, host_clock_as_database_clock):
