@@ -15,7 +15,7 @@ from runtime.models import Door, Event, PlanningOutcome, Proposal
 from runtime.registry import store
 from runtime.services.approval import approve_proposal, reject_proposal
 from runtime.services.runs import claim_next_run, fail_attempt, start_run
-from schedules.models import ScheduleState, SlotLoopStatus
+from schedules.models import LoopChange, LoopChangeKind, ScheduleState, SlotLoopStatus
 from tests.conftest import KERNEL_DIR, at
 from tests.helpers import DIGEST_ON, choose, finish_active_runs, many_loops, tick
 
@@ -258,3 +258,27 @@ def test_a_keyed_loop_page_lists_its_keys_due_soonest(client, viewer, registry_f
     response = client.get("/loops/customer-digest/")
     assert [row["key"] for row in response.context["due_keys"]] == ["acme"]
     assert "2026-12-01 08:00:00 UTC" in response.content.decode()
+
+
+def test_the_first_tick_after_a_loop_is_enabled_or_resumed_is_on_time_in_the_badge_and_the_timeline(
+    client, viewer, registry_files, host_clock_as_database_clock
+):
+    # Seen enabled at 21:07 (first seen), the heartbeat fires its 21:05 slot then: on time.
+    # 21:10 comes 9 s late. Paused at 21:12 and resumed at 21:23, it fires 21:20 at 21:23:01: on time.
+    tick("2026-11-30T21:07:00Z")
+    finish_active_runs("HEALTHY")
+    tick("2026-11-30T21:10:09Z")
+    finish_active_runs("HEALTHY")
+    LoopChange.objects.create(loop="heartbeat", at=at("2026-11-30T21:12:00Z"), kind=LoopChangeKind.PAUSED)
+    LoopChange.objects.create(loop="heartbeat", at=at("2026-11-30T21:23:00Z"), kind=LoopChangeKind.RESUMED)
+    ScheduleState.objects.filter(loop="heartbeat").update(enabled=False)
+    tick("2026-11-30T21:23:01Z")
+    finish_active_runs("HEALTHY")
+    SlotLoopStatus.objects.create(name="slot-loop", last_iteration_at=at("2026-11-30T21:23:02Z"), pid=1, host="test")
+    client.force_login(viewer)
+    with time_machine.travel(at("2026-11-30T21:23:02Z"), tick=False):
+        response = client.get("/loops/heartbeat/")
+    assert [(t["event"]["slot"], t["event"]["lateSeconds"]) for t in response.context["ticks"]] == [
+        (at("2026-11-30T21:20:00Z"), None), (at("2026-11-30T21:10:00Z"), 9), (at("2026-11-30T21:05:00Z"), None),
+    ]
+    assert response.context["badges"] == ["ok"]
