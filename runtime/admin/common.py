@@ -61,6 +61,15 @@ def seconds_text(seconds: float) -> str:
     return f"{tenths:.1f} s" if tenths < 60 else duration(tenths)
 
 
+def actor_words(actor: str, name: str | None) -> str:
+    """Who acted, as a person reads it: ``operator (alice)`` — the kind of actor, then the
+    person in brackets, so a user named ``operator`` reads ``operator (operator)``, not
+    ``operator operator`` — or the actor alone (``schedule``, ``system``); ``—`` for none."""
+    if not actor:
+        return name or "—"
+    return f"{actor} ({name})" if name else actor
+
+
 def story_link(correlation_id: str):
     """A link to the journal filtered to one correlation, oldest first."""
     url = reverse("admin:runtime_journalentry_changelist") + "?" + urlencode({CORRELATION_LOOKUP: correlation_id})
@@ -86,7 +95,7 @@ def journal_table(entries, more_url: str):
         "", "<tr><td>{}</td><td><a href='{}'>{}</a></td><td>{}</td><td><code>{}</code></td></tr>",
         (
             (instant(e.at), reverse("admin:runtime_journalentry_change", args=[e.pk]), e.action,
-             f"{e.actor} {e.actor_name}".strip(), json.dumps(e.data, ensure_ascii=False, sort_keys=True))
+             actor_words(e.actor, e.actor_name), json.dumps(e.data, ensure_ascii=False, sort_keys=True))
             for e in rows[:SHOWN_JOURNAL_ENTRIES]
         ),
     )

@@ -24,7 +24,7 @@ from runtime.services.approval import (
     reject_proposal,
 )
 
-from .common import ReadOnlyAdmin, between, instant, journal_table, journal_url, pretty_json, row_journal
+from .common import ReadOnlyAdmin, actor_words, between, instant, journal_table, journal_url, pretty_json, row_journal
 from .proposal_previews import ask_preview_view, preview_block, preview_fragment_view
 
 DECISIONS = ("approve", "reject")
@@ -43,7 +43,7 @@ def confirmation_rows(request, proposals: list[Proposal], *, now, back: str) -> 
 
 @admin.register(Proposal)
 class ProposalAdmin(ReadOnlyAdmin):
-    list_display = ("id", "status", "definition", "loop", "event_link", "would_do", "created", "age", "decided_by")
+    list_display = ("id", "status", "definition", "loop", "event_link", "would_do", "created", "age", "decider")
     # No loop filter in the sidebar: it lists every loop (20,000 links at 20,000 loops).
     # The search box finds a loop, and ``?loop=<name>`` narrows the list to one.
     list_filter = ("status", "definition")
@@ -53,13 +53,13 @@ class ProposalAdmin(ReadOnlyAdmin):
     fieldsets = (
         (None, {"fields": ("status", "definition", "loop", "loop_key", "event_link", "idempotency_key")}),
         ("What will run", {"fields": ("plan_words",)}),
-        ("Decision", {"fields": ("created", "age", "actor", "decided_by", "decided", "note", "run_link")}),
+        ("Decision", {"fields": ("created", "age", "decider", "decided", "note", "run_link")}),
         ("Journal", {"fields": ("journal",)}),
         ("Plan as JSON", {"fields": ("plan_view", "registry_digest"), "classes": ("collapse",)}),
     )
     readonly_fields = (
         "status", "definition", "loop", "loop_key", "event_link", "idempotency_key", "plan_words", "created", "age",
-        "actor", "decided_by", "decided", "note", "run_link", "journal", "plan_view", "registry_digest",
+        "decider", "decided", "note", "run_link", "journal", "plan_view", "registry_digest",
     )
     change_form_template = "admin/runtime/proposal/change_form.html"
     journal_lookup = "proposal__id__exact"
@@ -119,6 +119,11 @@ class ProposalAdmin(ReadOnlyAdmin):
         return instant(proposal.created_at)
 
     @admin.display(description="decided (UTC)", ordering="decided_at")
+    def decider(self, proposal):
+        return actor_words(proposal.actor, proposal.decided_by.get_username() if proposal.decided_by else None)
+
+    decider.short_description = "decided by"
+
     def decided(self, proposal):
         return instant(proposal.decided_at)
 

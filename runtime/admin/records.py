@@ -9,6 +9,7 @@ from .common import (
     CORRELATION_LOOKUP,
     ROW_LOOKUPS,
     ReadOnlyAdmin,
+    actor_words,
     instant,
     journal_table,
     journal_url,
@@ -58,17 +59,21 @@ class EventAdmin(ReadOnlyAdmin):
 
 @admin.register(JournalEntry)
 class JournalEntryAdmin(ReadOnlyAdmin):
-    list_display = ("id", "at_utc", "action", "actor", "actor_name", "event", "proposal", "run")
+    list_display = ("id", "at_utc", "action", "actor_view", "event", "proposal", "run")
     list_filter = ("action", "actor")
     list_select_related = ("event", "proposal", "run")
     search_fields = ("event__uid", "event__correlation_id", "actor_name")
-    fields = ("at_utc", "action", "actor", "actor_name", "event", "proposal", "run", "data_view")
+    fields = ("at_utc", "action", "actor_view", "event", "proposal", "run", "data_view")
     readonly_fields = fields
 
     def lookup_allowed(self, lookup, value, request=None):
         # ?event__correlation_id=ID is one chain's story (the events' "story" links); the
         # row lookups are one proposal's, run's or event's entries (their "History").
         return lookup in (CORRELATION_LOOKUP, *ROW_LOOKUPS) or super().lookup_allowed(lookup, value, request)
+
+    @admin.display(description="actor")
+    def actor_view(self, entry):
+        return actor_words(entry.actor, entry.actor_name)
 
     def get_ordering(self, request):
         """A story or a row's entries read oldest first; the whole journal newest first."""

@@ -24,6 +24,7 @@ from runtime.services.interrupted import RunDecisionRefused, close_run, retry_ru
 
 from .common import (
     ReadOnlyAdmin,
+    actor_words,
     between,
     instant,
     journal_table,
@@ -126,7 +127,7 @@ def attempts_html(run: Run):
 class RunAdmin(ReadOnlyAdmin):
     """Runs, interrupted ones first: each waits for an operator's retry or close (docs/design.md §8)."""
 
-    list_display = ("id", "status", "definition", "loop", "outcome", "attempt", "queued", "took", "approved_by")
+    list_display = ("id", "status", "definition", "loop", "outcome", "attempt", "queued", "took", "approver")
     # No loop filter in the sidebar (every loop would be a link): search, or ``?loop=<name>``.
     list_filter = ("status", "definition", "actor")
     list_select_related = ("approved_by",)
@@ -142,7 +143,7 @@ class RunAdmin(ReadOnlyAdmin):
         ("Result", {"fields": ("preview_seen", "result_view")}),
         ("Links", {"fields": ("event_link", "proposal_link", "story", "chain")}),
         ("Journal", {"fields": ("journal",)}),
-        ("Plan", {"fields": ("plan_words", "actor", "approved_by", "idempotency_key", "registry_digest")}),
+        ("Plan", {"fields": ("plan_words", "approver", "idempotency_key", "registry_digest")}),
         ("Plan as JSON", {"fields": ("plan_view",), "classes": ("collapse",)}),
     )
     readonly_fields = tuple(f for _, options in fieldsets for f in options["fields"])
@@ -225,6 +226,10 @@ class RunAdmin(ReadOnlyAdmin):
             "<tr><th>the run</th><td>{}</td></tr></tbody></table>",
             said, f" (ended {preview['finishedAt']})" if preview.get("finishedAt") else "", did,
         )
+
+    @admin.display(description="approved by")
+    def approver(self, run):
+        return actor_words(run.actor, run.approved_by.get_username() if run.approved_by else None)
 
     @admin.display(description="result data (validated against the definition's output schema)")
     def result_view(self, run):

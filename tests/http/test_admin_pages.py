@@ -185,3 +185,13 @@ def test_a_run_page_says_none_for_no_result_data_and_its_durations_to_the_tenth(
     result = body[body.index("Result data (validated"):]
     assert result[result.index('<div class="readonly">'):].startswith('<div class="readonly">none</div>')
     assert "<tr><th scope='row'>took (started → finished)</th><td>0.4 s</td></tr>" in body
+
+
+def test_the_actor_reads_operator_then_the_person(client, approver, finished_run):
+    client.force_login(approver)
+    run_page = client.get(reverse("admin:runtime_run_change", args=[finished_run.pk])).content.decode()
+    assert '<div class="readonly">operator (alice)</div>' in run_page
+    proposal_page = client.get(reverse("admin:runtime_proposal_change", args=[finished_run.proposal_id])).content.decode()
+    assert '<div class="readonly">operator (alice)</div>' in proposal_page
+    journal = client.get("/admin/runtime/journalentry/").content.decode()
+    assert '<td class="field-actor_view">operator (alice)</td>' in journal
