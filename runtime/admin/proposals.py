@@ -41,6 +41,26 @@ def confirmation_rows(request, proposals: list[Proposal], *, now, back: str) -> 
     ]
 
 
+#: What an empty inbox says: what would be listed and why there is none.
+NOTHING_WAITING = (
+    "No proposal is waiting: a watched loop's tick, or an event whose type needs a person's approval, "
+    "proposes its run here for someone with the approve permission to approve or reject. Auto loops "
+    "queue their runs without one (the dashboard shows each loop's approval)."
+)
+#: What a list emptied by its filters or search says.
+NOTHING_MATCHES = "No proposal matches these filters or this search: clear them to see every proposal."
+
+
+def empty_words(cl) -> str:
+    """The sentence of an empty proposal list (a Django ``ChangeList`` with no result):
+    ``NOTHING_WAITING`` when no proposal is pending whatever else is chosen — no proposal at
+    all, or the list narrowed to pending ones only — else ``NOTHING_MATCHES``."""
+    params = {key for key in cl.params if key not in ("o", "p")}
+    if not cl.full_result_count or (params <= {"status__exact"} and cl.params.get("status__exact") == "pending"):
+        return NOTHING_WAITING
+    return NOTHING_MATCHES
+
+
 @admin.register(Proposal)
 class ProposalAdmin(ReadOnlyAdmin):
     list_display = ("id", "status", "definition", "loop", "event_link", "would_do", "created", "age", "decider")
@@ -70,6 +90,13 @@ class ProposalAdmin(ReadOnlyAdmin):
             n=Count("id")).values("n")
         return super().get_queryset(request).annotate(
             database_now=Now(), previews_waiting=Coalesce(Subquery(waiting[:1]), 0))
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        context = getattr(response, "context_data", None)
+        if context and "cl" in context and not context["cl"].result_count:
+            context["empty_words"] = empty_words(context["cl"])
+        return response
 
     def get_ordering(self, request):
         pending_first = Case(When(status=ProposalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField())
