@@ -64,7 +64,9 @@ def test_a_failure_that_persists_is_an_error_with_its_traceback_from_the_second_
 
 def test_the_slot_loops_iteration_warns_of_a_dropped_connection(caplog):
     caplog.set_level(logging.INFO, logger="ops.slot_loop")
-    with mock.patch.object(slot_loop, "iterate", side_effect=OperationalError(DROPPED)):
+    # Inside the test's transaction close_old_connections would close the connection itself.
+    with mock.patch.object(slot_loop, "iterate", side_effect=OperationalError(DROPPED)), \
+            mock.patch.object(slot_loop, "close_old_connections"):
         assert slot_loop.run_slot_loop(stop=threading.Event(), once=True) is True
     assert [entry for entry in logged(caplog, "ops.slot_loop") if entry[0] != "INFO"] == [
         ("WARNING", f"slot loop iteration failed (OperationalError: {DROPPED}); retrying", False, 1),
