@@ -16,11 +16,13 @@ from runtime.models import Event, Run
 
 
 def last_run_event() -> Subquery:
-    """For a ``ScheduleState`` row, the id of its loop's newest event that has a run (None:
-    no run yet). A correlated subquery walking the loop's ticks newest first
-    (``event_tick_idx``) to the first with a run (the run's event index): as many steps as
-    the loop's newest ticks without a run."""
-    with_run = Event.objects.filter(loop=OuterRef("loop")).filter(
+    """For a ``ScheduleState`` row, the id of its loop's newest tick that has a run (None: no
+    run yet, or a keyed loop). A correlated subquery walking the loop's ticks newest first
+    (``event_tick_idx``, in its order) to the first with a run (the run's event index): as
+    many steps as the loop's newest ticks without a run."""
+    # ``loop_key IS NULL`` lets the index give the order: the loop's ticks newest first, with
+    # no sort of its whole history. A keyed loop's runs are per key: it has no last run here.
+    with_run = Event.objects.filter(loop=OuterRef("loop"), loop_key__isnull=True).filter(
         Exists(Run.objects.filter(event_id=OuterRef("id")))
     )
     return Subquery(with_run.order_by("-id").values("id")[:1])
