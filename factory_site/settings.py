@@ -256,6 +256,10 @@ FACTORY_CATCHUP_LIMIT = env.int("FACTORY_CATCHUP_LIMIT", default=1000)
 FACTORY_PILEUP_THRESHOLD = env.int("FACTORY_PILEUP_THRESHOLD", default=3)
 # A pause without --until older than this is the doctor's longPauses anomaly (docs/schedules.md, "Pausing a loop").
 FACTORY_PAUSE_WARN_SECONDS = env.int("FACTORY_PAUSE_WARN_SECONDS", default=86400)
+# The run queue is backed up — the doctor's runBacklog — when its oldest queued run waited longer
+# than this many seconds, or when more than this many runs are queued (docs/design.md §11).
+FACTORY_BACKLOG_WARN_SECONDS = env.int("FACTORY_BACKLOG_WARN_SECONDS", default=600)
+FACTORY_BACKLOG_WARN_RUNS = env.int("FACTORY_BACKLOG_WARN_RUNS", default=1000)
 FACTORY_LEASE_SECONDS = env.int("FACTORY_LEASE_SECONDS", default=60)
 FACTORY_STOP_GRACE_SECONDS = env.int("FACTORY_STOP_GRACE_SECONDS", default=20)
 FACTORY_STDOUT_CAP_BYTES = env.int("FACTORY_STDOUT_CAP_BYTES", default=1024 * 1024)

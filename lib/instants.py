@@ -43,3 +43,10 @@ def parse_instant(text: str) -> datetime:
     except OverflowError:
         # e.g. 9999-12-31T23:59:59-01:00: a valid text whose UTC instant is past year 9999.
         raise InstantError(f"{text!r} is out of range in UTC") from None
+
+
+def rounded_seconds(seconds: float, digits: int = 1) -> float:
+    """``seconds`` rounded to ``digits`` decimals for a JSON document, never ``-0.0``:
+    ``round(-0.04, 1)`` is ``-0.0``, which ``json.dumps`` writes as ``-0.0`` (a reading a hair
+    before the instant it is measured from reads ``0.0``)."""
+    return round(seconds, digits) + 0.0

@@ -2,6 +2,7 @@
 revokes their own, a superuser anyone's, a new token is shown once in the message after saving —
 and the notifier's alerts and notifications, read-only (docs/notifications.md)."""
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 from django.urls import reverse
@@ -11,6 +12,7 @@ from runtime.admin.common import ReadOnlyAdmin
 
 from .api.tokens import TokenRefused, create_token, revoke_token
 from .models import Alert, ApiToken, Notification
+from .notify import channels
 
 
 @admin.register(ApiToken)
@@ -86,11 +88,34 @@ class ApiTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"{revoked} token(s) revoked")
 
 
+def channels_words(found: list[str]) -> str:
+    """Whether the notifier tells anyone (``ops.notify.channels``), in a sentence naming where or how to turn it on."""
+    if not found:
+        return ("Notifications are off: no channel is configured, so no alert is raised or sent. Set "
+                "FACTORY_NOTIFY_EMAIL_TO or FACTORY_NOTIFY_WEBHOOK_URL to be told (docs/notifications.md).")
+    where = {"email": f"by e-mail to {', '.join(settings.FACTORY_NOTIFY_EMAIL_TO)}", "webhook": "to the webhook"}
+    return f"Notifications are on: each alert is sent when raised and when cleared, {' and '.join(where[c] for c in found)}."
+
+
+#: What an empty alert list says, with notifications on.
+NO_ALERT = (
+    "No alert: one is raised while the doctor reports an anomaly (GET /status) or a loop's proposal waits "
+    "longer than FACTORY_NOTIFY_PROPOSAL_WAIT_SECONDS, and cleared when that ends."
+)
+
+
 @admin.register(Alert)
 class AlertAdmin(ReadOnlyAdmin):
     list_display = ("key", "raised_at", "cleared_at")
     list_filter = (("cleared_at", admin.EmptyFieldListFilter),)
     search_fields = ("key",)
+
+    def changelist_view(self, request, extra_context=None):
+        found = channels()
+        return super().changelist_view(request, {
+            **(extra_context or {}), "channels_words": channels_words(found),
+            "empty_words": NO_ALERT if found else "No alert: notifications are off (above).",
+        })
 
 
 @admin.register(Notification)

@@ -33,13 +33,13 @@ EXIT_REFUSED = 2
 def add_parsers(sub, as_json: dict) -> None:
     """The ``pause`` and ``resume`` subcommands of ``schedule``."""
     pause = sub.add_parser("pause", help="stop a loop's slots until resumed (runtime state, journaled)")
-    pause.add_argument("loop", help="the loop's name")
+    pause.add_argument("loop", help="the loop's name (see `schedule list`)")
     pause.add_argument("--note", required=True, help="why (required; at most 2,000 characters)")
     pause.add_argument("--until", help="resume by itself at this instant (RFC 3339 with an offset)")
     pause.add_argument("--as", dest="username", required=True, help="the operator (needs control_loop)")
     pause.add_argument("--json", **as_json)
     resume = sub.add_parser("resume", help="lift a loop's pause: its current slot fires, with no skips")
-    resume.add_argument("loop", help="the loop's name")
+    resume.add_argument("loop", help="the paused loop's name")
     resume.add_argument("--note", default="", help="why (optional; at most 2,000 characters)")
     resume.add_argument("--as", dest="username", required=True, help="the operator (needs control_loop)")
     resume.add_argument("--json", **as_json)

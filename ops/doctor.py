@@ -19,7 +19,10 @@ The anomalies, each named in ``anomalies`` when it stands:
   ``futureLastSlot``, ``clockSkew`` — runs, loops and clocks (``ops.doctor_checks``);
 - ``longPauses`` — a loop paused without ``--until`` for longer than
   ``FACTORY_PAUSE_WARN_SECONDS`` (``schedules.pausing.long_pauses``): a pause nobody lifted.
-  A paused loop is never ``stoppedSchedules``.
+  A paused loop is never ``stoppedSchedules``;
+- ``runBacklog`` — more than ``FACTORY_BACKLOG_WARN_RUNS`` runs queued, or the oldest queued
+  longer than ``FACTORY_BACKLOG_WARN_SECONDS`` ago (``ops.doctor_checks.run_backlog``): the
+  workers do not keep up, or none runs.
 
 ``processes`` lists the slot loops and workers seen recently (``ops.process_rows``); it is
 information, not an anomaly.
@@ -28,9 +31,9 @@ information, not an anomaly.
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Min
 
-from lib.instants import format_instant
+from lib.instants import format_instant, rounded_seconds
 from runtime.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from runtime.registry import Registry, RegistryError, RegistryInvalid, store
 from schedules.findings import pile_ups, stopped_schedules
@@ -45,6 +48,7 @@ from .doctor_checks import (
     find_processes,
     find_starved_queue,
     find_stuck_loops,
+    run_backlog,
 )
 from .slot_loop import LOOP_NAME
 
@@ -54,6 +58,7 @@ SLOT_LOOP_STALE_SECONDS = 10
 #: The keys of runs, loops and clocks, in the order ``anomalies`` names them (docs/schedules.md).
 FINDINGS = (
     "expiredLeases", "interruptedRuns", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew", "longPauses",
+    "runBacklog",
 )
 
 
@@ -98,7 +103,7 @@ def status_document(
         "registryDigest": registry.digest if registry else None,
         "loop": {
             "lastIterationAt": format_instant(last_iteration_at) if last_iteration_at else None,
-            "ageSeconds": round(age, 1) if age is not None else None,
+            "ageSeconds": rounded_seconds(age) if age is not None else None,
             "turning": turning,
         },
         "stoppedSchedules": stopped,
@@ -127,13 +132,17 @@ def collect_status(*, now: datetime) -> dict:
     pileups = pile_ups(registry, threshold=settings.FACTORY_PILEUP_THRESHOLD) if registry else []
     status = SlotLoopStatus.objects.filter(name=LOOP_NAME).values_list("last_iteration_at", flat=True).first()
     # Only active runs are counted: the partial indexes run_queued_idx and run_leased_idx
-    # cover them, so the count does not grow with the history of finished runs.
-    active = dict(
-        Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).order_by().values_list("status").annotate(n=Count("id"))
-    )
+    # cover them, so the count does not grow with the history of finished runs. The same
+    # statement gives the oldest queued run's age for runBacklog.
+    active = {
+        status: (n, oldest) for status, n, oldest in
+        Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).order_by().values_list("status")
+        .annotate(n=Count("id"), oldest=Min("queued_at")).values_list("status", "n", "oldest")
+    }
+    queued, oldest_queued_at = active.get(RunStatus.QUEUED, (0, None))
     runs = {
-        "queued": active.get(RunStatus.QUEUED, 0),
-        "running": active.get(RunStatus.CLAIMED, 0) + active.get(RunStatus.RUNNING, 0),
+        "queued": queued,
+        "running": active.get(RunStatus.CLAIMED, (0,))[0] + active.get(RunStatus.RUNNING, (0,))[0],
     }
     processes = find_processes(now=now)
     findings = {
@@ -144,6 +153,10 @@ def collect_status(*, now: datetime) -> dict:
         "futureLastSlot": future_last_slots(now=now),
         "clockSkew": clock_skew(processes),
         "longPauses": long_pauses(now=now, warn_seconds=settings.FACTORY_PAUSE_WARN_SECONDS),
+        "runBacklog": run_backlog(
+            queued=queued, oldest_queued_at=oldest_queued_at, now=now,
+            warn_runs=settings.FACTORY_BACKLOG_WARN_RUNS, warn_seconds=settings.FACTORY_BACKLOG_WARN_SECONDS,
+        ),
     }
     return status_document(
         now=now,

@@ -13,7 +13,10 @@ the judgement itself is in the pure functions beside them.
   all planned ``NOOP previous_run_in_flight``;
 - ``futureLastSlot``: a last fired slot after now (``schedules.repair``);
 - ``clockSkew``: a process seen recently whose clock is more than
-  ``SKEW_WARNING_SECONDS`` from the database's (``ops.process_rows``).
+  ``SKEW_WARNING_SECONDS`` from the database's (``ops.process_rows``);
+- ``runBacklog``: more than ``FACTORY_BACKLOG_WARN_RUNS`` runs queued, or the oldest
+  queued longer than ``FACTORY_BACKLOG_WARN_SECONDS`` ago (``run_backlog``; its figures
+  come from the doctor's count of active runs, no query of its own).
 """
 
 from datetime import datetime, timedelta
@@ -22,7 +25,7 @@ from django.db.models import Count, F, Min, Window
 from django.db.models.functions import RowNumber
 
 from lib.calendar import loop_rule
-from lib.instants import format_instant
+from lib.instants import format_instant, rounded_seconds
 from runtime.models import Event, PlanningOutcome, Run, RunStatus
 from runtime.registry import Loop, Registry
 from schedules.models import ScheduleState
@@ -95,7 +98,7 @@ def find_starved_queue(registry: Registry | None, *, now: datetime) -> list[dict
             continue
         found.append({
             "loop": name, "queued": queued, "oldestQueuedAt": format_instant(oldest),
-            "waitedSeconds": round((now - oldest).total_seconds(), 1),
+            "waitedSeconds": rounded_seconds((now - oldest).total_seconds()),
             "periodSeconds": int(loop_period(loop, oldest).total_seconds()),
         })
     return found
@@ -135,6 +138,23 @@ def find_stuck_loops() -> list[dict]:
     ]
 
 
+def run_backlog(
+    *, queued: int, oldest_queued_at: datetime | None, now: datetime, warn_runs: int, warn_seconds: int,
+) -> list[dict]:
+    """``[{queued, oldestQueuedAt, waitedSeconds, warnRuns, warnSeconds}]`` when the run queue
+    is backed up — more than ``warn_runs`` runs queued, or the oldest (queued at
+    ``oldest_queued_at``) waiting longer than ``warn_seconds`` at ``now`` — else []. Whatever
+    the loop or door: a flood of intake runs that no worker drains is one too. Pure."""
+    waited = (now - oldest_queued_at).total_seconds() if oldest_queued_at is not None else 0.0
+    if queued <= warn_runs and waited <= warn_seconds:
+        return []
+    return [{
+        "queued": queued, "oldestQueuedAt": format_instant(oldest_queued_at) if oldest_queued_at else None,
+        # Never negative: a run queued a moment after the reading waited nothing.
+        "waitedSeconds": rounded_seconds(max(0.0, waited)), "warnRuns": warn_runs, "warnSeconds": warn_seconds,
+    }]
+
+
 def find_processes(*, now: datetime) -> list[dict]:
     """The processes seen within ``RECENT_SECONDS`` of ``now``: ``[{role, host, pid, startedAt,
     lastSeenAt, clockOffsetSeconds}]`` by role, host and pid. One query (``process_last_seen_idx``)."""
@@ -143,7 +163,7 @@ def find_processes(*, now: datetime) -> list[dict]:
     )
     return [
         {"role": role, "host": host, "pid": pid, "startedAt": format_instant(started),
-         "lastSeenAt": format_instant(seen), "clockOffsetSeconds": round(offset, 1)}
+         "lastSeenAt": format_instant(seen), "clockOffsetSeconds": rounded_seconds(offset)}
         for role, host, pid, started, seen, offset in sorted(rows, key=lambda row: row[:3])
     ]
 

@@ -18,10 +18,11 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db.models import Count
+from django.db.models.functions import Coalesce
 
 from lib.cadence import CadenceError, parse_every
 from lib.instants import InstantError, format_instant, parse_instant
-from runtime.models import Door, Event, Proposal, Run, RunStatus
+from runtime.models import Door, Event, Proposal, ProposalStatus, Run, RunStatus
 from runtime.registry import Registry
 
 from .earning_evidence import EARNED, criteria, earn_window, gather, verdict
@@ -59,6 +60,14 @@ def window_start(since: str, *, now: datetime) -> datetime:
 
 def _counts(queryset, field: str) -> dict[str, int]:
     return dict(queryset.order_by().values_list(field).annotate(n=Count("id")))
+
+
+def decided_by(proposals) -> dict[str, int]:
+    """Who decided ``proposals`` (a queryset), as the loop's timeline says it: a person's
+    username, else the actor that decided — ``schedule`` (or another door) for an auto-approved
+    tick, ``system`` for a superseded proposal. Pending ones are left out. One query."""
+    decided = proposals.exclude(status=ProposalStatus.PENDING).exclude(actor="")
+    return _counts(decided.annotate(who=Coalesce("decided_by__username", "actor")), "who")
 
 
 def auto_verdict(registry: Registry, name: str) -> tuple[bool, str]:
@@ -108,7 +117,7 @@ def earning_report(registry: Registry, name: str, *, since: datetime, now: datet
     """The report for loop ``name`` over ``[since, now]`` (UTC instants).
 
     ``{loop, approval, since, until, slots, planning: {outcome: n}, noopReasons: {reason: n},
-    proposals: {status: n}, decidedBy: {username: n}, runs: {status: n}, durationSeconds:
+    proposals: {status: n}, decidedBy: {username or actor: n} (``decided_by``), runs: {status: n}, durationSeconds:
     {median, worst} (finished runs), mutating, verdict, evidence: [{criterion, required,
     observed, met, detail}], autoAllowed, why, diff}``: ``verdict`` is ``earned``,
     ``not-earned``, ``not-allowed`` or ``already-auto`` (``ops.earning_evidence``);
@@ -144,7 +153,7 @@ def earning_report(registry: Registry, name: str, *, since: datetime, now: datet
         "planning": _counts(ticks, "planning_outcome"),
         "noopReasons": _counts(ticks.filter(planning_outcome="NOOP"), "planning_reason"),
         "proposals": _counts(proposals, "status"),
-        "decidedBy": _counts(proposals.filter(decided_by__isnull=False), "decided_by__username"),
+        "decidedBy": decided_by(proposals),
         "runs": _counts(runs, "status"),
         "durationSeconds": {
             "median": round(statistics.median(took), 1) if took else None,

@@ -11,10 +11,11 @@ import logging
 import threading
 from datetime import timedelta
 
-from django.db import DatabaseError, close_old_connections
+from django.db import close_old_connections
 
 from runtime import clock
 
+from .failure_streak import DATABASE_ERRORS, FailureStreak
 from .notify import raise_and_clear
 from .notify_send import send_one
 
@@ -30,6 +31,7 @@ def run_notifier(*, stop: threading.Event, once: bool = False) -> None:
     """Notify until ``stop`` is set; with ``once``, one pass and every due send, then return."""
     logger.info("notifier started", extra={"action": "notifier_started"})
     next_pass = None
+    failures = FailureStreak(logger, what="notifier iteration", action="notifier_error")
     while not stop.is_set():
         close_old_connections()
         try:
@@ -38,9 +40,11 @@ def run_notifier(*, stop: threading.Event, once: bool = False) -> None:
                 raise_and_clear(now=now)
                 next_pass = now + timedelta(seconds=PASS_SECONDS)
             sent = send_one(now=clock.database_now())
-        except DatabaseError:
-            logger.exception("notifier iteration failed; retrying", extra={"action": "notifier_error"})
+        except DATABASE_ERRORS as exc:
+            failures.failed(exc)
             sent = False
+        else:
+            failures.succeeded()
         if once and not sent:
             break
         if not sent:

@@ -20,10 +20,11 @@ import threading
 import time
 from datetime import datetime, timedelta
 
-from django.db import DatabaseError, connection
+from django.db import connection
 
 from runtime import clock
 
+from .failure_streak import DATABASE_ERRORS, FailureStreak
 from .models import ProcessRecord
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ def keep_row(role: str, stop: threading.Event) -> threading.Thread:
 
 def _keep(role: str, stop: threading.Event) -> None:
     record = None
+    failures = FailureStreak(logger, what="recording this process's row", action="process_row_error")
     try:
         while True:
             try:
@@ -112,10 +114,12 @@ def _keep(role: str, stop: threading.Event) -> None:
                     record = register(role)
                 else:
                     refresh(record)
-            except DatabaseError:
-                logger.exception("could not record this process's row; retrying", extra={"action": "process_row_error"})
+            except DATABASE_ERRORS as exc:
+                failures.failed(exc)
                 # A connection the server dropped stays broken: the next refresh opens a new one.
                 connection.close()
+            else:
+                failures.succeeded()
             if stop.wait(REFRESH_SECONDS):
                 return
     finally:

@@ -5,13 +5,12 @@ from lib.text_table import format_table
 
 from .earning_evidence import VERDICT_WORDS
 from .paging import PAGE_SIZE
+from .web.words import outcome
 
 
-def _outcome_text(outcome: dict | None) -> str:
-    if outcome is None:
-        return "-"
-    text = f"{outcome['stage']} {outcome['value'] or 'not planned yet'}"
-    return f"{text} ({outcome['reason']})" if outcome["reason"] else text
+def _outcome_text(item: dict) -> str:
+    """The last outcome of a loop's item (``lastOutcome`` and ``lastRun``) as the dashboard says it."""
+    return outcome(item["lastOutcome"], item.get("lastRun"), none="-")
 
 
 def _cadence_text(item: dict) -> str:
@@ -25,14 +24,16 @@ def _cadence_text(item: dict) -> str:
 
 
 def list_text(items: list[dict]) -> str:
-    headers = ["LOOP", "EVERY", "APPROVAL", "ENABLED", "SOURCE", "LAST SLOT FIRED", "NEXT SLOT DUE",
-               "LAST OUTCOME", "PENDING", "STOPPED"]
+    """The loops as a table, in the order given. An item's ``status`` (``ops.schedule_status``:
+    the dashboard's badges) fills STATUS; an item without one says ``stopped`` or ``-``."""
+    headers = ["LOOP", "STATUS", "EVERY", "APPROVAL", "ENABLED", "SOURCE", "LAST SLOT FIRED", "NEXT SLOT DUE",
+               "LAST OUTCOME", "PENDING"]
     rows = [[
-        item["name"], _cadence_text(item), item["approval"],
+        item["name"], item.get("status") or ("stopped" if item["stopped"] else "-"), _cadence_text(item), item["approval"],
         "paused" if item.get("paused") else "yes" if item["enabled"] else "no",
         item["source"] + (f" ({', '.join(item['overrides'])})" if item["overrides"] else ""),
-        item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item["lastOutcome"]),
-        str(item["pendingProposals"]), "STOPPED" if item["stopped"] else "-",
+        item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item),
+        str(item["pendingProposals"]),
     ] for item in items]
     return format_table(headers, rows)
 
@@ -45,7 +46,8 @@ def _paused_text(paused: dict | None) -> str:
 
 
 def page_text(document: dict) -> str:
-    """One page of ``schedule list`` (``{count, page, pageSize, results}``): the table, then —
+    """One page of ``schedule list`` (``{count, page, pageSize, results}``, the results in the
+    dashboard's order: ``ops.schedule_status``): the table, then —
     when the loops do not all fit on it — which of them it shows and how many more follow
     (a page is never past the last: the command refuses that)."""
     items, count, page, size = document["results"], document["count"], document["page"], document["pageSize"]
@@ -53,7 +55,7 @@ def page_text(document: dict) -> str:
     if page == 1 and len(items) == count:
         return text
     first = (page - 1) * size + 1
-    shown = f"loops {first}-{first + len(items) - 1} of {count} by name"
+    shown = f"loops {first}-{first + len(items) - 1} of {count}, problems first"
     more = count - (first - 1) - len(items)
     if more > 0:
         shown += f"; {more} more: schedule list --page {page + 1}" + (f" --page-size {size}" if size != PAGE_SIZE else "")
@@ -75,7 +77,7 @@ def show_text(document: dict) -> str:
         ("last slot fired", document["lastSlotFired"] or "never"),
         ("last tick at", document["lastTickAt"] or "never"),
         ("next slot due", document["nextSlotDue"] or "- (disabled)"),
-        ("last outcome", _outcome_text(document["lastOutcome"])),
+        ("last outcome", _outcome_text(document)),
         ("pending proposals", str(document["pendingProposals"])),
         ("stopped", "STOPPED: no tick for more than two intervals" if document["stopped"] else "no"),
         ("paused", _paused_text(document.get("paused"))),
@@ -90,7 +92,7 @@ def show_text(document: dict) -> str:
     width = max(len(name) for name, _ in fields)
     lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
     rows = [[
-        t["slot"] or "-", t["admittedAt"], str(t["skippedSlots"]), _outcome_text(t["outcome"]),
+        t["slot"] or "-", t["admittedAt"], str(t["skippedSlots"]), outcome(t["outcome"], none="-"),
         f"{t['proposal']['id']} {t['proposal']['status']}" if t["proposal"] else "-",
         f"{t['run']['id']} {t['run']['status']}" if t["run"] else "-",
     ] for t in document["ticks"]]

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import DatabaseError, close_old_connections, connection, connections
+from django.db import close_old_connections, connection, connections
 from django.db.models import DateTimeField
 
 from runtime import clock
@@ -32,6 +32,8 @@ from schedules.models import SlotLoopStatus
 from schedules.repair import future_limit
 from schedules.state import SYNC_NAME, loops_fingerprint
 from schedules.ticks import TickReport, emit_due_ticks, keyed_loops
+
+from .failure_streak import DATABASE_ERRORS, FailureStreak
 
 logger = logging.getLogger(__name__)
 
@@ -178,13 +180,16 @@ def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: thre
     """The tick thread: ``emit_once`` about once a second until ``stop``, then give the
     lease up. A database error is logged and retried; anything else is logged, sets
     ``failed`` and ``stop`` — the process exits non-zero and its supervisor sees it."""
+    failures = FailureStreak(logger, what="tick emission", action="tick_emitter_error")
     try:
         while not stop.is_set():
             close_old_connections()
             try:
                 emit_once(lease)
-            except DatabaseError:
-                logger.exception("tick emission failed; retrying", extra={"action": "tick_emitter_error"})
+            except DATABASE_ERRORS as exc:
+                failures.failed(exc)
+            else:
+                failures.succeeded()
             stop.wait(1.0 - (time.time() % 1.0))
         close_old_connections()
         lease.release(clock.database_now())
@@ -209,12 +214,15 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
             name="tick-emitter", daemon=True,
         )
         emitter.start()
+    failures = FailureStreak(logger, what="slot loop iteration", action="slot_loop_error")
     while not stop.is_set():
         close_old_connections()
         try:
             iterate(now=clock.database_now(), ticks=once)
-        except DatabaseError:
-            logger.exception("slot loop iteration failed; retrying", extra={"action": "slot_loop_error"})
+        except DATABASE_ERRORS as exc:
+            failures.failed(exc)
+        else:
+            failures.succeeded()
         if once:
             break
         # The host clock only paces the loop (about one iteration a second); every instant

@@ -14,10 +14,12 @@ import os
 import socket
 import threading
 
-from django.db import DatabaseError, close_old_connections, connections
+from django.db import close_old_connections, connections
 
 from runtime.services.execution import work_one
 from runtime.services.preview_execution import preview_one
+
+from .failure_streak import DATABASE_ERRORS, FailureStreak
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +59,16 @@ def run_previews(*, stop: threading.Event) -> None:
 
 def _loop(step, *, name: str, stop: threading.Event, once: bool, what: str) -> None:
     """Call ``step(worker=name, stop=stop)`` until ``stop`` (or, with ``once``, until it did nothing)."""
+    failures = FailureStreak(logger, what=f"{what} iteration", action=f"{what}_error")
     while not stop.is_set():
         close_old_connections()
         try:
             did_work = step(worker=name, stop=stop)
-        except DatabaseError:
-            logger.exception("%s iteration failed; retrying", what, extra={"action": f"{what}_error"})
+        except DATABASE_ERRORS as exc:
+            failures.failed(exc)
             did_work = False
+        else:
+            failures.succeeded()
         if once and not did_work:
             break
         if not did_work:

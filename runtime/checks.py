@@ -43,6 +43,8 @@ KNOB_MINIMUMS = {
     "FACTORY_CATCHUP_LIMIT": (1, "a catchUp: all loop must be able to fire at least one slot"),
     "FACTORY_PILEUP_THRESHOLD": (0, "a count of pending proposals"),
     "FACTORY_PAUSE_WARN_SECONDS": (60, "a pause is an anomaly only once it has outlived a slot or two, never at once"),
+    "FACTORY_BACKLOG_WARN_SECONDS": (60, "a run waits for a free worker a little; a backlog is one that outlived a minute or more"),
+    "FACTORY_BACKLOG_WARN_RUNS": (1, "a count of queued runs; 0 would call an idle queue backed up"),
     "FACTORY_LEASE_SECONDS": (2, "workers renew a lease at most once a second; a shorter lease would lapse between renewals"),
     "FACTORY_STOP_GRACE_SECONDS": (0, "how long a stopping worker lets its current run go on"),
     "FACTORY_STDOUT_CAP_BYTES": (1024, "a run's result line must fit in its captured output"),

@@ -3,7 +3,8 @@
 One computation serves ``GET /schedules``, ``manage.py schedule`` and the doctor, so the
 three never disagree. Reading all loops costs five queries whatever their number
 (schedule states with, for keyed loops, their key counts and earliest due row; last
-ticks; their runs; pending-proposal counts; pauses); the per-loop work is pure arithmetic on
+ticks; their runs and each loop's last run (``schedules.last_run``); pending-proposal
+counts; pauses); the per-loop work is pure arithmetic on
 ``now``, which the caller passes in.
 
 Instants are written ``YYYY-MM-DDTHH:MM:SSZ`` (``lib.instants.format_instant``).
@@ -16,7 +17,7 @@ from typing import Protocol
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Case, Count, Min, OuterRef, QuerySet, Subquery, When
+from django.db.models import Case, Count, Min, OuterRef, Q, QuerySet, Subquery, When
 
 from lib.calendar import loop_rule
 from lib.instants import format_instant
@@ -25,6 +26,7 @@ from runtime.models import TERMINAL_RUN_STATUSES, Event, Proposal, ProposalStatu
 from runtime.registry import Loop, Registry
 
 from .keyed import Row
+from .last_run import LastRun, last_run_event
 from .models import KeyedSchedule, ScheduleState
 from .names import loop_index
 from .pausing import PauseView, pauses_of
@@ -173,6 +175,8 @@ class LoopView:
     keyed: KeyedCounts | None = None
     #: The loop's pause (docs/schedules.md, "Pausing a loop"), or None.
     paused: PauseView | None = None
+    #: The loop's newest run, or None (``schedules.last_run``).
+    last_run: LastRun | None = None
 
     def as_json(self) -> dict:
         """The item of ``schedule list --json`` (docs/schedules.md): camelCase, instants as text.
@@ -180,7 +184,9 @@ class LoopView:
         A time-of-day loop adds ``at``, ``timezone`` and ``days`` (``every`` and
         ``cadenceSeconds`` null); a keyed loop adds ``keyed: {setBy, clearedBy, keys,
         nextDue}`` (docs/design.md §6). ``paused`` is null or ``{by, at, note, until}``
-        (``until`` null: until resumed); a paused loop is never ``stopped``.
+        (``until`` null: until resumed); a paused loop is never ``stopped``. ``lastRun`` is
+        null or the loop's newest run (``LastRun.as_json``), which may be older than the
+        last tick's planning that ``lastOutcome`` says.
         """
         loop = self.loop
         extension = {}
@@ -207,6 +213,7 @@ class LoopView:
             "lastTickAt": _instant(self.last_tick_at),
             "nextSlotDue": _instant(self.next_slot_due),
             "lastOutcome": self.last_outcome.as_json() if self.last_outcome else None,
+            "lastRun": self.last_run.as_json() if self.last_run else None,
             "pendingProposals": self.pending_proposals,
             "stopped": self.stopped,
             "paused": self.paused.as_json() if self.paused else None,
@@ -222,6 +229,7 @@ def loop_view(
     pending: int,
     now: datetime,
     paused: PauseView | None = None,
+    newest_run: LastRun | None = None,
 ) -> LoopView:
     """Assemble one loop's view from rows already read. Pure.
 
@@ -229,7 +237,7 @@ def loop_view(
     ``last_run`` its run's ``status``, ``outcome`` and ``reason``; for a keyed loop, the
     state row carries ``keys`` and ``keys_next_due``; ``paused`` is the loop's pause
     (``pauses_of``): the loop is then not stopped, and its next slot is none (or, for a
-    pause with ``until``, the slot it fires then).
+    pause with ``until``, the slot it fires then); ``newest_run`` the loop's last run.
     """
     keyed = None
     if loop.keyed is not None:
@@ -249,6 +257,7 @@ def loop_view(
         stopped=deadline is not None and now > deadline,
         keyed=keyed,
         paused=paused,
+        last_run=newest_run,
     )
 
 
@@ -265,15 +274,25 @@ def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | 
     states_qs: QuerySet = ScheduleState.objects.all()
     if names is not None:
         states_qs = states_qs.filter(loop__in=names)
-    states = {state.loop: state for state in state_rows(_with_keyed_counts(states_qs, loops), STATE_FIELDS)}
+    states = {
+        state.loop: state
+        for state in state_rows(
+            _with_keyed_counts(states_qs, loops).annotate(last_run_event=last_run_event()),
+            (*STATE_FIELDS, "last_run_event"),
+        )
+    }
     ticks_qs = Event.objects.filter(uid__in=states_qs.exclude(last_event_id="").values("last_event_id"))
     ticks = {
         row["uid"]: row
         for row in ticks_qs.values("id", "uid", "planning_outcome", "planning_reason")
     }
+    # The last ticks' runs and each loop's newest run, in one query.
+    newest = states_qs.annotate(last_run_event=last_run_event()).values("last_run_event")
     runs = {
         row["event_id"]: row
-        for row in Run.objects.filter(event_id__in=ticks_qs.values("id")).values("event_id", "status", "outcome", "reason")
+        for row in Run.objects.filter(Q(event_id__in=ticks_qs.values("id")) | Q(event_id__in=newest)).values(
+            "id", "event_id", "status", "outcome", "reason", "finished_at",
+        )
     }
     pending = pending_counts(names)
     pauses = pauses_of(names)
@@ -282,7 +301,10 @@ def schedules_overview(registry: Registry, *, now: datetime, names: list[str] | 
         state = states.get(loop.name)
         tick = ticks.get(state.last_event_id) if state else None
         run = runs.get(tick["id"]) if tick else None
-        views.append(loop_view(loop, state, tick, run, pending.get(loop.name, 0), now, pauses.get(loop.name)))
+        newest_run = LastRun.of(runs.get(state.last_run_event) if state else None, last_tick_id=tick["id"] if tick else None)
+        views.append(loop_view(
+            loop, state, tick, run, pending.get(loop.name, 0), now, pauses.get(loop.name), newest_run,
+        ))
     return views
 
 

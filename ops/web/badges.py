@@ -76,6 +76,20 @@ def rank(badges: list[str]) -> int:
     return min(RANK.get(badge, 0) for badge in badges)
 
 
+def late_by(slot: datetime, admitted_at: datetime, watched_from: datetime | None = None) -> float | None:
+    """The one lateness rule of the badges and the timeline (docs/web.md, "Status badges"):
+    how many seconds after it was due a tick of ``slot`` admitted at ``admitted_at`` came,
+    when that is more than ``LATE_AFTER_SECONDS``; else None. Pure.
+
+    A slot is due at its start, or at ``watched_from`` if later: when the slot loop saw the
+    loop enabled (first seen, re-enabled) or it was resumed. The first tick after that fires
+    the slot already begun (docs/design.md §5), which is on time, not late by the part of the
+    slot that passed before anyone asked for it."""
+    due = max(slot, watched_from) if watched_from is not None else slot
+    late = (admitted_at - due).total_seconds()
+    return late if late > LATE_AFTER_SECONDS else None
+
+
 def is_late(loop: Loop, state, now: datetime, keys_next_due: datetime | None = None) -> bool:
     """Whether an enabled loop is late at ``now`` (``LATE_AFTER_SECONDS``). Pure.
 
@@ -97,7 +111,7 @@ def is_late(loop: Loop, state, now: datetime, keys_next_due: datetime | None = N
 
     if loop.keyed is not None:
         return keys_next_due is not None and now - due(keys_next_due) > grace
-    if state.last_slot is not None and state.last_tick_at is not None and state.last_tick_at - due(state.last_slot) > grace:
+    if state.last_slot is not None and state.last_tick_at is not None and late_by(state.last_slot, state.last_tick_at, since):
         return True
     if loop.cadence_seconds is not None:
         current = _slot_floor(now, loop.cadence_seconds)

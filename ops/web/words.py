@@ -21,12 +21,25 @@ def cadence(loop: Loop) -> str:
     return f"{loop.at} {loop.timezone}{days}"
 
 
-def outcome(value: dict | None) -> str:
-    """A ``lastOutcome`` (``{stage, value, reason}``) as ``run SUCCEEDED`` or ``planning NOOP (previous_run_in_flight)``."""
-    if value is None:
-        return "—"
-    text = f"{value['stage']} {value['value'] or 'not planned yet'}"
-    return f"{text} ({value['reason']})" if value["reason"] else text
+def outcome(value: dict | None, last_run: dict | None = None, *, none: str = "—") -> str:
+    """A ``lastOutcome`` (``{stage, value, reason}``) as ``run SUCCEEDED`` or ``planning NOOP
+    (previous_run_in_flight)``; ``none`` when the loop never ticked.
+
+    With the loop's ``lastRun`` (``schedules.last_run.LastRun.as_json``) when it is not the
+    last tick's own run, the run comes first and then the tick: ``run 12 REAPED · newest tick:
+    planning PROPOSED``, so a proposed (or rejected) tick does not hide what last ran."""
+    if value is None and last_run is None:
+        return none
+    tick = none
+    if value is not None:
+        tick = f"{value['stage']} {value['value'] or 'not planned yet'}"
+        tick = f"{tick} ({value['reason']})" if value["reason"] else tick
+    if last_run is None or last_run["ofLastTick"]:
+        return tick
+    ended = last_run["finishedAt"] is not None
+    said = (last_run["outcome"] or last_run["status"].upper()) if ended else last_run["status"]
+    run = f"run {last_run['id']} {said}" + (f" ({last_run['reason']})" if ended and last_run["reason"] else "")
+    return f"{run} · newest tick: {tick}"
 
 
 def tally(counts: dict) -> str:
@@ -70,6 +83,10 @@ def _items(key: str, status: dict) -> list[dict]:
                 for i in found]
     if key == "interruptedRuns":
         return [_run_item(i["id"], f" {i['definition']} ({i['reason']}): retry or close it") for i in found]
+    if key == "runBacklog":
+        queued_runs = reverse("admin:runtime_run_changelist") + "?" + urlencode({"status__exact": "queued"})
+        return [{"text": f"{i['queued']} run(s) queued, the oldest for {i['waitedSeconds']} s", "url": queued_runs}
+                for i in found]
     if key == "clockSkew":
         return [{"text": f"{i['role']} {i['host']}:{i['pid']} ({i['clockOffsetSeconds']} s)", "url": ""} for i in found]
     if key == "registryInvalid":
@@ -90,6 +107,7 @@ SENTENCES = {
     "futureLastSlot": "A last fired slot lies in the future: the clock went back.",
     "clockSkew": "A process's clock is more than 5 s from the database's.",
     "longPauses": "Paused for long: loops paused without an end for more than FACTORY_PAUSE_WARN_SECONDS.",
+    "runBacklog": "Run backlog: the workers do not keep up with the queued runs; are enough workers running?",
 }
 
 

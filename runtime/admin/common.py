@@ -57,8 +57,28 @@ def duration(seconds: float | None) -> str:
 
 
 def between(start: datetime | None, end: datetime | None) -> str:
-    """The duration from ``start`` to ``end``, or ``—`` when either is missing."""
-    return duration((end - start).total_seconds()) if start and end else "—"
+    """How long from ``start`` to ``end`` (a run's wait or work): under a minute to the tenth
+    of a second (``0.4 s``, ``45.9 s``: a quick run must not read ``0 s``), else as
+    ``duration``; ``—`` when either is missing."""
+    if not (start and end):
+        return "—"
+    return seconds_text((end - start).total_seconds())
+
+
+def seconds_text(seconds: float) -> str:
+    """``duration`` to the tenth of a second under a minute (``0.4 s``); negative reads ``0.0 s``."""
+    # Rounded first, so 59.96 s reads "1 m 00 s", never "60.0 s".
+    tenths = round(max(0.0, seconds), 1)
+    return f"{tenths:.1f} s" if tenths < 60 else duration(tenths)
+
+
+def actor_words(actor: str, name: str | None) -> str:
+    """Who acted, as a person reads it: ``operator (alice)`` — the kind of actor, then the
+    person in brackets, so a user named ``operator`` reads ``operator (operator)``, not
+    ``operator operator`` — or the actor alone (``schedule``, ``system``); ``—`` for none."""
+    if not actor:
+        return name or "—"
+    return f"{actor} ({name})" if name else actor
 
 
 def story_link(correlation_id: str):
@@ -86,7 +106,7 @@ def journal_table(entries, more_url: str):
         "", "<tr><td>{}</td><td><a href='{}'>{}</a></td><td>{}</td><td><code>{}</code></td></tr>",
         (
             (instant(e.at), reverse("admin:runtime_journalentry_change", args=[e.pk]), e.action,
-             f"{e.actor} {e.actor_name}".strip(), json.dumps(e.data, ensure_ascii=False, sort_keys=True))
+             actor_words(e.actor, e.actor_name), json.dumps(e.data, ensure_ascii=False, sort_keys=True))
             for e in rows[:SHOWN_JOURNAL_ENTRIES]
         ),
     )

@@ -16,7 +16,7 @@ from django.utils.translation import gettext
 
 from runtime.models import TERMINAL_RUN_STATUSES, Proposal, ProposalStatus, Run, RunStatus
 
-from .common import between, duration, list_title
+from .common import between, list_title, seconds_text
 from .runs import attempts_html, stdout_path, times_html
 
 #: How often a run's live panel refreshes while the run is queued, claimed or running, in seconds.
@@ -69,7 +69,7 @@ def run_now(run: Run, *, now, ended_while_open: bool = False) -> dict:
         "run": run,
         "refresh_seconds": refresh_seconds(run.status),
         "waited": between(run.queued_at, run.started_at),
-        "took": duration((now - run.started_at).total_seconds()) if running else between(run.started_at, run.finished_at),
+        "took": seconds_text((now - run.started_at).total_seconds()) if running else between(run.started_at, run.finished_at),
         "running": running,
         "tail": output_tail(stdout_path(run)),
         "times": times_html(run),

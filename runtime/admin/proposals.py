@@ -26,7 +26,7 @@ from runtime.services.approval import (
     reject_proposal,
 )
 
-from .common import ReadOnlyAdmin, between, instant, journal_table, journal_url, pretty_json, row_journal
+from .common import ReadOnlyAdmin, actor_words, between, instant, journal_table, journal_url, pretty_json, row_journal
 from .proposal_previews import ask_preview_view, preview_block, preview_fragment_view
 
 DECISIONS = ("approve", "reject")
@@ -57,9 +57,29 @@ def confirmation_rows(request, proposals: list[Proposal], *, now, back: str) -> 
     ]
 
 
+#: What an empty inbox says: what would be listed and why there is none.
+NOTHING_WAITING = (
+    "No proposal is waiting: a watched loop's tick, or an event whose type needs a person's approval, "
+    "proposes its run here for someone with the approve permission to approve or reject. Auto loops "
+    "queue their runs without one (the dashboard shows each loop's approval)."
+)
+#: What a list emptied by its filters or search says.
+NOTHING_MATCHES = "No proposal matches these filters or this search: clear them to see every proposal."
+
+
+def empty_words(cl) -> str:
+    """The sentence of an empty proposal list (a Django ``ChangeList`` with no result):
+    ``NOTHING_WAITING`` when no proposal is pending whatever else is chosen — no proposal at
+    all, or the list narrowed to pending ones only — else ``NOTHING_MATCHES``."""
+    params = {key for key in cl.params if key not in ("o", "p")}
+    if not cl.full_result_count or (params <= {"status__exact"} and cl.params.get("status__exact") == "pending"):
+        return NOTHING_WAITING
+    return NOTHING_MATCHES
+
+
 @admin.register(Proposal)
 class ProposalAdmin(ReadOnlyAdmin):
-    list_display = ("id", "status", "definition", "loop", "event_link", "would_do", "created", "age", "decided_by")
+    list_display = ("id", "status", "definition", "loop", "event_link", "would_do", "created", "age", "decider")
     # No loop filter in the sidebar: it lists every loop (20,000 links at 20,000 loops).
     # The search box finds a loop, and ``?loop=<name>`` narrows the list to one.
     list_filter = ("status", "definition")
@@ -69,13 +89,13 @@ class ProposalAdmin(ReadOnlyAdmin):
     fieldsets = (
         (None, {"fields": ("status", "definition", "loop", "loop_key", "event_link", "idempotency_key")}),
         ("What will run", {"fields": ("plan_words",)}),
-        ("Decision", {"fields": ("created", "age", "actor", "decided_by", "decided", "note", "run_link")}),
+        ("Decision", {"fields": ("created", "age", "decider", "decided", "note", "run_link")}),
         ("Journal", {"fields": ("journal",)}),
         ("Plan as JSON", {"fields": ("plan_view", "registry_digest"), "classes": ("collapse",)}),
     )
     readonly_fields = (
         "status", "definition", "loop", "loop_key", "event_link", "idempotency_key", "plan_words", "created", "age",
-        "actor", "decided_by", "decided", "note", "run_link", "journal", "plan_view", "registry_digest",
+        "decider", "decided", "note", "run_link", "journal", "plan_view", "registry_digest",
     )
     change_form_template = "admin/runtime/proposal/change_form.html"
     journal_lookup = "proposal__id__exact"
@@ -86,6 +106,13 @@ class ProposalAdmin(ReadOnlyAdmin):
             n=Count("id")).values("n")
         return super().get_queryset(request).annotate(
             database_now=Now(), previews_waiting=Coalesce(Subquery(waiting[:1]), 0))
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        context = getattr(response, "context_data", None)
+        if context and "cl" in context and not context["cl"].result_count:
+            context["empty_words"] = empty_words(context["cl"])
+        return response
 
     def get_ordering(self, request):
         pending_first = Case(When(status=ProposalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField())
@@ -136,6 +163,10 @@ class ProposalAdmin(ReadOnlyAdmin):
     @admin.display(description="created", ordering="created_at")
     def created(self, proposal):
         return instant(proposal.created_at)
+
+    @admin.display(description="decided by")
+    def decider(self, proposal):
+        return actor_words(proposal.actor, proposal.decided_by.get_username() if proposal.decided_by else None)
 
     @admin.display(description="decided", ordering="decided_at")
     def decided(self, proposal):

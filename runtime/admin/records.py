@@ -2,6 +2,7 @@
 (docs/design.md §3, §8, §10)."""
 
 from django.contrib import admin
+from django.utils.html import format_html
 
 from runtime.models import Event, JournalEntry, OutboxEntry
 
@@ -9,6 +10,7 @@ from .common import (
     CORRELATION_LOOKUP,
     ROW_LOOKUPS,
     ReadOnlyAdmin,
+    actor_words,
     instant,
     journal_table,
     journal_url,
@@ -56,19 +58,88 @@ class EventAdmin(ReadOnlyAdmin):
         return pretty_json(event.payload)
 
 
+def causation_depths(correlation_id: str) -> dict[str, int]:
+    """How deep each event of a correlation sits in its chain: 0 for an event no other event
+    of the correlation caused, else one more than its cause's. One query (``event_correlation_idx``)."""
+    causes = dict(Event.objects.filter(correlation_id=correlation_id).values_list("uid", "causation_id"))
+    depths: dict[str, int] = {}
+
+    def depth(uid: str, seen: frozenset = frozenset()) -> int:
+        if uid not in depths:
+            cause = causes.get(uid)
+            # A cause outside the correlation (or a loop in bad data) starts a chain.
+            depths[uid] = depth(cause, seen | {uid}) + 1 if cause in causes and cause not in seen else 0
+        return depths[uid]
+
+    for uid in causes:
+        depth(uid)
+    return depths
+
+
+def chain_column(depths: dict[str, int]):
+    """The story's event column: each entry's event indented by its depth in the chain, so the
+    story reads as a tree of causes (``↳`` for an event another one caused)."""
+
+    def event(entry):
+        if not entry.event_id:
+            return "—"
+        level = depths.get(entry.event.uid, 0)
+        return format_html(
+            "<span class='story-depth-{}' style='padding-left: {}em'>{}{}</span>",
+            level, 1.5 * level, "↳ " if level else "", entry.event.uid,
+        )
+
+    event.short_description = "event (indented by cause)"
+    return event
+
+
+def decision_words(data: dict) -> str:
+    """A decision's ``via`` and ``note`` from a journal entry's data: ``via cli · note: checked
+    the diff``; ``—`` when it has neither."""
+    parts = [f"via {data['via']}"] if data.get("via") else []
+    if data.get("note"):
+        parts.append(f"note: {data['note']}")
+    return " · ".join(parts) or "—"
+
+
 @admin.register(JournalEntry)
 class JournalEntryAdmin(ReadOnlyAdmin):
-    list_display = ("id", "at_utc", "action", "actor", "actor_name", "event", "proposal", "run")
+    list_display = ("id", "at_utc", "action", "actor_view", "decision", "event", "proposal", "run")
     list_filter = ("action", "actor")
     list_select_related = ("event", "proposal", "run")
     search_fields = ("event__uid", "event__correlation_id", "actor_name")
-    fields = ("at_utc", "action", "actor", "actor_name", "event", "proposal", "run", "data_view")
+    fields = ("at_utc", "action", "actor_view", "event", "proposal", "run", "data_view")
     readonly_fields = fields
 
     def lookup_allowed(self, lookup, value, request=None):
         # ?event__correlation_id=ID is one chain's story (the events' "story" links); the
         # row lookups are one proposal's, run's or event's entries (their "History").
         return lookup in (CORRELATION_LOOKUP, *ROW_LOOKUPS) or super().lookup_allowed(lookup, value, request)
+
+    def get_list_display(self, request):
+        """One correlation's story shows its events as a tree of causes (``chain_column``)."""
+        correlation = request.GET.get(CORRELATION_LOOKUP)
+        if correlation is None:
+            return self.list_display
+        return ("id", "at_utc", chain_column(causation_depths(correlation)), "action", "actor_view", "decision",
+                "proposal", "run")
+
+    def changelist_view(self, request, extra_context=None):
+        correlation = request.GET.get(CORRELATION_LOOKUP)
+        if correlation is not None:
+            extra_context = {
+                **(extra_context or {}),
+                "title": f"The story of {correlation}: every event it caused, who decided and what ran, oldest first",
+            }
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description="actor")
+    def actor_view(self, entry):
+        return actor_words(entry.actor, entry.actor_name)
+
+    @admin.display(description="via · note")
+    def decision(self, entry):
+        return decision_words(entry.data or {})
 
     def get_ordering(self, request):
         """A story or a row's entries read oldest first; the whole journal newest first."""

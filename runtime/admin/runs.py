@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from runtime import clock
-from runtime.models import Event, JournalEntry, Run, RunStatus
+from runtime.models import TERMINAL_RUN_STATUSES, Event, JournalEntry, Run, RunStatus
 from runtime.plan_text import describe_plan
 from runtime.preview_text import preview_words
 from runtime.services.approval import APPROVE_PERMISSION, NOTE_MAX_LENGTH
@@ -24,6 +24,7 @@ from runtime.services.interrupted import RunDecisionRefused, close_run, retry_ru
 
 from .common import (
     ReadOnlyAdmin,
+    actor_words,
     between,
     instant,
     journal_table,
@@ -126,7 +127,7 @@ def attempts_html(run: Run):
 class RunAdmin(ReadOnlyAdmin):
     """Runs, interrupted ones first: each waits for an operator's retry or close (docs/design.md §8)."""
 
-    list_display = ("id", "status", "definition", "loop", "outcome", "attempt", "queued", "took", "approved_by")
+    list_display = ("id", "status", "definition", "loop", "outcome", "attempt", "queued", "took", "approver")
     # No loop filter in the sidebar (every loop would be a link): search, or ``?loop=<name>``.
     list_filter = ("status", "definition", "actor")
     list_select_related = ("approved_by",)
@@ -142,7 +143,7 @@ class RunAdmin(ReadOnlyAdmin):
         ("Result", {"fields": ("preview_seen", "result_view")}),
         ("Links", {"fields": ("event_link", "proposal_link", "story", "chain")}),
         ("Journal", {"fields": ("journal",)}),
-        ("Plan", {"fields": ("plan_words", "actor", "approved_by", "idempotency_key", "registry_digest")}),
+        ("Plan", {"fields": ("plan_words", "approver", "idempotency_key", "registry_digest")}),
         ("Plan as JSON", {"fields": ("plan_view",), "classes": ("collapse",)}),
     )
     readonly_fields = tuple(f for _, options in fieldsets for f in options["fields"])
@@ -226,8 +227,15 @@ class RunAdmin(ReadOnlyAdmin):
             said, f" (ended {preview['finishedAt']})" if preview.get("finishedAt") else "", did,
         )
 
+    @admin.display(description="approved by")
+    def approver(self, run):
+        return actor_words(run.actor, run.approved_by.get_username() if run.approved_by else None)
+
     @admin.display(description="result data (validated against the definition's output schema)")
     def result_view(self, run):
+        if run.result_data is None:
+            # JSON's "null" reads as a value; say why there is none instead.
+            return "none: the run has not finished" if run.status not in TERMINAL_RUN_STATUSES else "none"
         return pretty_json(run.result_data)
 
     @admin.display(description="plan, in words")

@@ -22,9 +22,10 @@ def limit_value(text: str) -> int:
 
 
 class ListingCommand(BaseCommand):
-    """Subclasses give ``queryset(options)``, ``item(row)`` and the text ``columns``."""
+    """Subclasses give ``queryset(options)``, ``item(row)`` and the text ``columns``: pairs of
+    a header in words and the item's key (dotted for a nested one) whose value fills it."""
 
-    columns: tuple[str, ...] = ()
+    columns: tuple[tuple[str, str], ...] = ()
     default_limit = 50
     # Reading the tables needs no registry: a typo in the overlay must not lock an
     # operator out of them (the running service keeps its last good registry).
@@ -44,15 +45,21 @@ class ListingCommand(BaseCommand):
         raise NotImplementedError
 
     def handle(self, *args, **options):
-        items = [self.item(row) for row in self.queryset(options)[: options["limit"]]]
+        rows = list(self.queryset(options)[: options["limit"]])
+        items = [self.item(row) for row in rows]
         if options["json"]:
             self.stdout.write(json.dumps(items, indent=2, ensure_ascii=False))
             return
         if not items:
             self.stdout.write("(none)")
             return
-        rows = [[self.cell(item, column) for column in self.columns] for item in items]
-        self.stdout.write(format_table(list(self.columns), rows))
+        cells = [[self.text_cell(row, item, key) for _, key in self.columns] for row, item in zip(rows, items, strict=True)]
+        self.stdout.write(format_table([header for header, _ in self.columns], cells))
+
+    def text_cell(self, row, item: dict, key: str) -> str:
+        """The text of column ``key`` for ``row`` (a model instance) and its JSON ``item``;
+        subclasses answer keys of their own from the row (a duration, say)."""
+        return self.cell(item, key)
 
     @staticmethod
     def cell(item: dict, column: str) -> str:

@@ -24,6 +24,8 @@ APPROVE_PERMISSION = "runtime.approve_proposal"
 #: The longest note an operator may attach to a decision, in characters: it is journaled
 #: with the decision and shown in the inbox.
 NOTE_MAX_LENGTH = 2000
+#: The note a superseded proposal carries; ``superseded_by`` finds them by it.
+SUPERSEDED_NOTE = "superseded by proposal {}"
 
 
 class ApprovalRefused(Refused):
@@ -138,6 +140,19 @@ def older_pending(proposal: Proposal) -> QuerySet:
     )
 
 
+def superseded_by(proposal: Proposal) -> list[int]:
+    """The ids of the proposals that approving ``proposal`` superseded (``_supersede_older``),
+    oldest first; [] when it superseded none."""
+    if not proposal.loop:
+        return []
+    return list(
+        Proposal.objects.filter(
+            loop=proposal.loop, loop_key=proposal.loop_key, status=ProposalStatus.SUPERSEDED,
+            note=SUPERSEDED_NOTE.format(proposal.pk),
+        ).order_by("id").values_list("pk", flat=True)
+    )
+
+
 def _supersede_older(proposal: Proposal, user, now: datetime) -> None:
     """Running an idempotent loop once now equals running it for every stale slot (docs/design.md §7).
 
@@ -149,7 +164,7 @@ def _supersede_older(proposal: Proposal, user, now: datetime) -> None:
         return
     Proposal.objects.filter(pk__in=[p.pk for p in older], status=ProposalStatus.PENDING).update(
         status=ProposalStatus.SUPERSEDED, actor=Actor.SYSTEM, decided_at=now,
-        note=f"superseded by proposal {proposal.pk}",
+        note=SUPERSEDED_NOTE.format(proposal.pk),
     )
     for stale in older:
         record(

@@ -57,6 +57,7 @@ def test_a_healthy_runtime_is_ok_and_doctor_exits_0(registry_files):
         "futureLastSlot": [],
         "clockSkew": [],
         "longPauses": [],
+        "runBacklog": [],
         "processes": [],
     }
 
@@ -158,3 +159,53 @@ def test_doctor_runs_and_says_why_when_no_registry_ever_loaded(registry_files):
     assert document["registryDigest"] is None
     assert set(document["anomalies"]) == {"slotLoopStale", "registryInvalid"}
     assert document["registryInvalid"][0]["rule"] == "overlay_forbidden_override"
+
+
+class Terminal(StringIO):
+    """Standard output as a person's terminal."""
+
+    def isatty(self):
+        return True
+
+
+def doctor_output(instant: str, *args, out=None) -> tuple[int, str]:
+    out = out if out is not None else StringIO()
+    with time_machine.travel(at(instant), tick=False):
+        try:
+            call_command("doctor", *args, stdout=out)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+    return code, out.getvalue()
+
+
+def test_on_a_terminal_the_doctor_says_each_anomaly_in_a_line_with_the_same_exit_status(registry_files):
+    registry_files.write_config("schedule.yaml", REAPER_ONLY)
+    turn("2026-11-30T21:07:00Z")
+    code, text = doctor_output("2026-11-30T23:07:01Z", out=Terminal())
+    assert code == 1
+    assert text.splitlines() == [
+        "2 anomalies",
+        "slot loop not turning: last iteration 2026-11-30T21:07:00Z, 2 h 00 m ago",
+        "stopped: reaper (last tick 2026-11-30T21:07:00Z, 2 h 00 m ago; expected by 2026-11-30T23:07:00Z)",
+    ]
+
+
+def test_a_healthy_doctor_says_ok_in_words_and_json_stays_for_pipes_and_json(registry_files):
+    turn("2026-11-30T21:07:00Z")
+    assert doctor_output("2026-11-30T21:07:04Z", "--text") == (0, "ok\n")
+    code, piped = doctor_output("2026-11-30T21:07:04Z")
+    assert (code, json.loads(piped)["ok"]) == (0, True)
+    code, forced = doctor_output("2026-11-30T21:07:04Z", "--json", out=Terminal())
+    assert forced == piped
+
+
+def test_a_run_backlog_in_words(registry_files, settings):
+    settings.FACTORY_BACKLOG_WARN_SECONDS = 60
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabled: false\n")
+    turn("2026-11-30T21:07:00Z")
+    turn("2026-11-30T21:08:30Z")
+    code, text = doctor_output("2026-11-30T21:08:31Z", "--text")
+    assert (code, text.splitlines()) == (1, [
+        "1 anomaly", "run backlog: 1 run(s) queued, the oldest for 91.0 s (warns past 1000 runs or 60 s)",
+    ])

@@ -73,6 +73,17 @@ def test_a_queued_run_older_than_its_loops_cadence_starves_the_queue(heartbeat_r
     assert "starvedQueue" in document["anomalies"]
 
 
+def test_a_queued_run_older_than_the_backlog_threshold_is_a_run_backlog_whatever_its_loop(heartbeat_run, settings):
+    settings.FACTORY_BACKLOG_WARN_SECONDS = 600
+    assert status("2026-11-30T21:17:00Z")["runBacklog"] == []
+    document = status("2026-11-30T21:17:01Z")
+    assert document["runBacklog"] == [{
+        "queued": 1, "oldestQueuedAt": "2026-11-30T21:07:00Z", "waitedSeconds": 601.0,
+        "warnRuns": 1000, "warnSeconds": 600,
+    }]
+    assert ("runBacklog" in document["anomalies"], document["ok"]) == (True, False)
+
+
 def test_three_ticks_that_found_the_run_in_flight_make_a_stuck_loop(heartbeat_run, django_assert_num_queries):
     tick("2026-11-30T21:10:00Z")
     tick("2026-11-30T21:15:00Z")

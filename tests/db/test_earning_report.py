@@ -51,7 +51,8 @@ def test_the_report_counts_slots_decisions_and_runs_in_the_window(history):
         "since": "2026-11-30T18:30:00Z", "until": "2026-11-30T21:30:00Z",
         "slots": 3, "planning": {"PROPOSED": 3}, "noopReasons": {},
         "proposals": {"approved": 1, "pending": 1, "superseded": 1},
-        "decidedBy": {"alice": 1},
+        # As the timeline says it: alice approved one; approving it superseded one (by system).
+        "decidedBy": {"alice": 1, "system": 1},
         "runs": {"succeeded": 1}, "durationSeconds": {"median": 65.0, "worst": 65.0},
         "mutating": True, "verdict": "not-earned", "autoAllowed": True,
         "why": "a kernel loop: registry/schedules.json may declare it auto, in a reviewed commit",
@@ -68,6 +69,18 @@ def test_the_report_counts_slots_decisions_and_runs_in_the_window(history):
         "rejectedProposals": (0, 0, True),
         "runsNotApprovedByPerson": (0, 0, True),
     }
+
+
+def test_auto_approved_ticks_are_counted_as_decided_by_their_door(registry_files):
+    tick("2026-11-30T21:00:10Z")
+    finish_active_runs()
+    tick("2026-11-30T21:05:10Z")
+    registry = load_registry(registry_files.registry_dir, registry_files.config_dir)
+    report = earning_report(
+        registry, "heartbeat", since=at("2026-11-30T20:30:00Z"), now=at("2026-11-30T21:30:00Z"),
+        registry_dir=registry_files.registry_dir,
+    )
+    assert (report["proposals"], report["decidedBy"]) == ({"approved": 2}, {"schedule": 2})
 
 
 def test_the_diff_applies_with_git_and_flips_only_that_loop(registry_files, tmp_path):

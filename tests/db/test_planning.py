@@ -242,3 +242,24 @@ def test_cli_approve_takes_a_note_as_reject_does(registry_files, approver, capsy
     entry = JournalEntry.objects.get(action="proposal_approved")
     assert (entry.data["via"], entry.data["note"]) == ("cli", "checked the diff")
     assert Proposal.objects.get(pk=proposal.pk).note == "checked the diff"
+
+
+def test_cli_approve_says_which_pending_proposals_it_superseded(registry_files, approver, capsys):
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    for instant in ("2026-11-30T21:00:10Z", "2026-11-30T22:00:10Z", "2026-11-30T23:00:10Z"):
+        tick(instant)
+    first, second, newest = Proposal.objects.order_by("id").values_list("pk", flat=True)
+    call_command("approve", str(newest), "--as", "alice")
+    run = Run.objects.get()
+    assert capsys.readouterr().out.strip() == (
+        f"approved proposal {newest} as alice: run {run.pk} queued;"
+        f" superseded pending proposal(s) {first}, {second} of loop reaper"
+    )
+
+
+def test_cli_approve_of_the_only_pending_proposal_says_only_the_run(registry_files, approver, capsys):
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    tick("2026-11-30T21:00:10Z")
+    proposal = Proposal.objects.get()
+    call_command("approve", str(proposal.pk), "--as", "alice")
+    assert capsys.readouterr().out.strip() == f"approved proposal {proposal.pk} as alice: run {Run.objects.get().pk} queued"

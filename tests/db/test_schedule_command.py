@@ -1,6 +1,7 @@
 """``manage.py schedule``: list, show, next, tick (docs/design.md §5, §10)."""
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -25,17 +26,32 @@ def run(*args) -> str:
     return out.getvalue()
 
 
+def cells(line: str) -> list[str]:
+    return re.split(r"\s{2,}", line.strip())
+
+
 def test_bare_schedule_prints_the_table(registry_files):
     tick("2026-11-30T21:07:00Z")
     lines = run().splitlines()
-    assert lines[0].split()[:3] == ["LOOP", "EVERY", "APPROVAL"]
-    assert lines[1].split()[:6] == ["customer-digest", "keyed", "watched", "no", "kernel", "never"]
-    assert lines[2].split()[:7] == [
-        "heartbeat", "5m", "auto", "yes", "kernel", "2026-11-30T21:05:00Z", "2026-11-30T21:10:00Z",
+    assert [cells(line) for line in lines] == [
+        ["LOOP", "STATUS", "EVERY", "APPROVAL", "ENABLED", "SOURCE", "LAST SLOT FIRED", "NEXT SLOT DUE", "LAST OUTCOME",
+         "PENDING"],
+        ["heartbeat", "ok", "5m", "auto", "yes", "kernel", "2026-11-30T21:05:00Z", "2026-11-30T21:10:00Z",
+         "planning APPROVED", "0"],
+        ["customer-digest", "disabled", "keyed", "watched", "no", "kernel", "never", "-", "-", "0"],
+        ["reaper", "disabled", "60m", "watched", "no", "kernel", "never", "-", "-", "0"],
     ]
-    assert "planning APPROVED" in lines[2]
-    assert lines[3].split()[:6] == ["reaper", "60m", "watched", "no", "kernel", "never"]
     assert run("list") == run()
+
+
+def test_the_table_puts_problems_first_in_the_dashboards_words_and_json_keeps_names(registry_files, settings):
+    settings.FACTORY_PILEUP_THRESHOLD = 0
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    enabled: true\n")
+    tick("2026-11-30T21:07:00Z")
+    assert [cells(line)[:2] for line in run().splitlines()] == [
+        ["LOOP", "STATUS"], ["reaper", "piling up"], ["heartbeat", "ok"], ["customer-digest", "disabled"],
+    ]
+    assert [item["name"] for item in json.loads(run("list", "--json"))] == ["customer-digest", "heartbeat", "reaper"]
 
 
 def test_bare_schedule_takes_json(registry_files):

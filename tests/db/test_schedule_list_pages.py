@@ -35,20 +35,20 @@ def rows(text: str) -> list[str]:
 def test_the_text_shows_the_first_fifty_and_says_how_many_more(loops_120):
     text = run("list")
     assert rows(text) == [f"loop-{i:04d}" for i in range(50)]
-    assert text.splitlines()[-1] == "loops 1-50 of 120 by name; 70 more: schedule list --page 2"
+    assert text.splitlines()[-1] == "loops 1-50 of 120, problems first; 70 more: schedule list --page 2"
     assert run() == text
 
 
 def test_the_last_page_says_which_loops_it_shows(loops_120):
     text = run("list", "--page", "3")
     assert rows(text) == [f"loop-{i:04d}" for i in range(100, 120)]
-    assert text.splitlines()[-1] == "loops 101-120 of 120 by name"
+    assert text.splitlines()[-1] == "loops 101-120 of 120, problems first"
 
 
 def test_a_page_size_is_carried_into_the_next_command(loops_120):
     text = run("list", "--page", "2", "--page-size", "30")
     assert rows(text) == [f"loop-{i:04d}" for i in range(30, 60)]
-    assert text.splitlines()[-1] == "loops 31-60 of 120 by name; 60 more: schedule list --page 3 --page-size 30"
+    assert text.splitlines()[-1] == "loops 31-60 of 120, problems first; 60 more: schedule list --page 3 --page-size 30"
 
 
 def test_a_listing_that_fits_on_one_page_has_no_closing_line(registry_files):

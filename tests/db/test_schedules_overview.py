@@ -2,8 +2,10 @@
 
 import pytest
 
-from runtime.models import Run, RunStatus
+from ops.web.words import outcome
+from runtime.models import Proposal, Run, RunStatus
 from runtime.registry import get_registry
+from runtime.services.approval import approve_proposal, reject_proposal
 from schedules.models import ScheduleState
 from schedules.overview import expected_by, next_slot_due, next_slots, recent_ticks, schedules_overview
 from tests.conftest import at
@@ -40,6 +42,7 @@ def test_exact_fields_of_a_kernel_an_overridden_and_an_overlay_only_loop(registr
         "lastSlotFired": "2026-11-30T21:05:00Z", "lastTickAt": "2026-11-30T21:07:00Z",
         "nextSlotDue": "2026-11-30T21:10:00Z",
         "lastOutcome": {"stage": "planning", "value": "APPROVED", "reason": ""},
+        "lastRun": {"id": 1, "status": "queued", "outcome": None, "reason": None, "finishedAt": None, "ofLastTick": True},
         "pendingProposals": 0, "stopped": False, "paused": None,
     }
     assert view["reaper"] == {
@@ -48,7 +51,7 @@ def test_exact_fields_of_a_kernel_an_overridden_and_an_overlay_only_loop(registr
         "source": "kernel", "overrides": ["enabled", "every"],
         "lastSlotFired": "2026-11-30T21:00:00Z", "lastTickAt": "2026-11-30T21:07:00Z",
         "nextSlotDue": "2026-11-30T21:30:00Z",
-        "lastOutcome": {"stage": "planning", "value": "PROPOSED", "reason": ""},
+        "lastOutcome": {"stage": "planning", "value": "PROPOSED", "reason": ""}, "lastRun": None,
         "pendingProposals": 1, "stopped": False, "paused": None,
     }
     assert view["nightly-health"] == {
@@ -56,7 +59,7 @@ def test_exact_fields_of_a_kernel_an_overridden_and_an_overlay_only_loop(registr
         "catchUp": "none", "singleton": True, "approval": "watched", "enabled": False,
         "source": "overlay", "overrides": [],
         "lastSlotFired": None, "lastTickAt": None, "nextSlotDue": None, "lastOutcome": None,
-        "pendingProposals": 0, "stopped": False, "paused": None,
+        "lastRun": None, "pendingProposals": 0, "stopped": False, "paused": None,
     }
     assert list(view) == sorted(view)
 
@@ -68,6 +71,25 @@ def test_last_outcome_is_the_run_outcome_once_the_run_finished(registry_files):
     assert items("2026-11-30T21:08:00Z")["heartbeat"]["lastOutcome"] == {"stage": "run", "value": "FAILED", "reason": "exit_code_3"}
     Run.objects.filter(loop="heartbeat").update(status=RunStatus.ABANDONED, outcome="", reason="lease_expired")
     assert items("2026-11-30T21:08:00Z")["heartbeat"]["lastOutcome"] == {"stage": "run", "value": "ABANDONED", "reason": "lease_expired"}
+
+
+def test_the_last_run_is_shown_first_when_a_newer_tick_was_only_proposed_then_rejected(registry_files, approver):
+    registry_files.write_config("schedule.yaml", "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n")
+    tick("2026-11-30T21:07:00Z")
+    run = approve_proposal(Proposal.objects.get().pk, user=approver, now=at("2026-11-30T21:07:30Z"))
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.SUCCEEDED, outcome="REAPED", started_at=at("2026-11-30T21:08:00Z"),
+        finished_at=at("2026-11-30T21:08:02Z"),
+    )
+    tick("2026-11-30T22:00:05Z")
+    reject_proposal(Proposal.objects.get(status="pending").pk, user=approver, now=at("2026-11-30T22:00:30Z"))
+    item = items("2026-11-30T22:01:00Z")["reaper"]
+    assert (item["lastOutcome"], item["lastRun"]) == (
+        {"stage": "planning", "value": "PROPOSED", "reason": ""},
+        {"id": run.pk, "status": "succeeded", "outcome": "REAPED", "reason": None,
+         "finishedAt": "2026-11-30T21:08:02Z", "ofLastTick": False},
+    )
+    assert outcome(item["lastOutcome"], item["lastRun"]) == f"run {run.pk} REAPED · newest tick: planning PROPOSED"
 
 
 def test_a_singleton_noop_shows_as_the_last_outcome(registry_files):

@@ -3,7 +3,9 @@
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
+from django.utils.html import escape
 
+from runtime.admin.proposals import NOTHING_MATCHES, NOTHING_WAITING
 from runtime.models import JournalEntry, Proposal, Run
 from tests.helpers import PREVIEW_WAITING
 
@@ -129,3 +131,17 @@ def test_the_inbox_has_no_per_loop_filter_links_and_narrows_to_a_loop_by_its_par
     assert [p.pk for p in narrowed.context["cl"].result_list] == [proposals[1].pk]
     runs = client.get(reverse("admin:runtime_run_changelist"))
     assert runs.status_code == 200 and "?loop=" not in runs.content.decode()
+
+
+def test_an_empty_inbox_says_what_would_be_there_instead_of_an_action_bar(client, approver, registry_files):
+    client.force_login(approver)
+    body = client.get("/admin/runtime/proposal/", {"status__exact": "pending"}).content.decode()
+    assert f'<p class="inbox-empty" id="inbox-empty">{escape(NOTHING_WAITING)}</p>' in body
+    assert "0 of 0 selected" not in body and 'name="action"' not in body
+
+
+def test_a_filter_that_empties_the_inbox_says_so(client, approver, proposals):
+    client.force_login(approver)
+    body = client.get("/admin/runtime/proposal/", {"status__exact": "rejected"}).content.decode()
+    assert f'<p class="inbox-empty" id="inbox-empty">{escape(NOTHING_MATCHES)}</p>' in body
+    assert 'id="inbox-empty"' not in client.get("/admin/runtime/proposal/").content.decode()

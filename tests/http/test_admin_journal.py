@@ -20,3 +20,18 @@ def test_the_admin_journal_filtered_by_correlation_shows_one_story_oldest_first(
     assert shown == list(JournalEntry.objects.filter(event__correlation_id="op-1").order_by("id").values_list("id", flat=True))
     event_page = client.get(f"/admin/runtime/event/{Event.objects.get(uid='op-1').pk}/change/")
     assert "?event__correlation_id=op-1" in event_page.content.decode()
+
+
+def test_a_story_has_a_heading_and_indents_each_event_under_its_cause(fake_agents, approver, client):
+    inject("op-1", "factory.work.requested", {"repo": "alpha"})
+    step("2026-11-30T10:00:00Z")
+    step("2026-11-30T10:01:00Z")
+    client.force_login(approver)
+    page = client.get("/admin/runtime/journalentry/", {"event__correlation_id": "op-1"})
+    body = page.content.decode()
+    assert "<h1>The story of op-1: every event it caused, who decided and what ran, oldest first</h1>" in body
+    events = {uid: causation for uid, causation in Event.objects.filter(correlation_id="op-1").values_list("uid", "causation_id")}
+    caused = [uid for uid, causation in events.items() if causation == "op-1"]
+    assert caused, events
+    assert "<span class='story-depth-0' style='padding-left: 0.0em'>op-1</span>" in body
+    assert f"<span class='story-depth-1' style='padding-left: 1.5em'>↳ {caused[0]}</span>" in body

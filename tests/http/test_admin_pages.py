@@ -9,6 +9,7 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from runtime.adapters.base import RunResult
+from runtime.admin.records import decision_words
 from runtime.models import Event, JournalEntry, Proposal, Run
 from runtime.services.approval import approve_proposal
 from runtime.services.runs import claim_next_run, fail_attempt, finish_run, start_run
@@ -176,3 +177,24 @@ def test_a_run_page_lists_the_events_its_chain_admitted(client, approver, fake_a
     assert caused.count() == 2
     assert all(reverse("admin:runtime_event_change", args=[event.pk]) in body for event in caused)
     assert [f"{event.uid}</a> {event.type}" in body for event in caused] == [True, True]
+
+
+def test_a_run_page_says_none_for_no_result_data_and_its_durations_to_the_tenth(client, approver, finished_run):
+    client.force_login(approver)
+    Run.objects.filter(pk=finished_run.pk).update(result_data=None, finished_at=at("2026-11-30T21:03:12.44Z"))
+    body = client.get(reverse("admin:runtime_run_change", args=[finished_run.pk])).content.decode()
+    result = body[body.index("Result data (validated"):]
+    assert result[result.index('<div class="readonly">'):].startswith('<div class="readonly">none</div>')
+    assert "<tr><th scope='row'>took (started → finished)</th><td>0.4 s</td></tr>" in body
+
+
+def test_the_actor_reads_operator_then_the_person_and_the_journal_shows_via_and_note(client, approver, finished_run):
+    client.force_login(approver)
+    run_page = client.get(reverse("admin:runtime_run_change", args=[finished_run.pk])).content.decode()
+    assert '<div class="readonly">operator (alice)</div>' in run_page
+    proposal_page = client.get(reverse("admin:runtime_proposal_change", args=[finished_run.proposal_id])).content.decode()
+    assert '<div class="readonly">operator (alice)</div>' in proposal_page
+    journal = client.get("/admin/runtime/journalentry/").content.decode()
+    assert '<td class="field-actor_view">operator (alice)</td><td class="field-decision">via admin</td>' in journal
+    assert decision_words({"via": "cli", "note": "checked the diff", "osUser": "al"}) == "via cli · note: checked the diff"
+    assert decision_words({"reason": "rejected"}) == "—"

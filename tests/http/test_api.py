@@ -403,8 +403,10 @@ def test_a_reason_names_its_attempt_while_a_newer_attempt_is_queued_or_running(c
     out = StringIO()
     call_command("runs", stdout=out)
     assert [cells(line) for line in out.getvalue().splitlines()] == [
-        ["id", "status", "definition", "loop", "attempt", "outcome", "reason", "actor", "approvedBy"],
-        [str(run.pk), "running", "reaper@1", "reaper", "2", "-", "attempt 1: timeout", "operator", "alice"],
+        ["id", "status", "definition", "loop", "attempt", "outcome", "reason", "actor", "approved by", "queued",
+         "started", "took"],
+        [str(run.pk), "running", "reaper@1", "reaper", "2", "-", "attempt 1: timeout", "operator", "alice",
+         "2026-11-30T22:01:00Z", "2026-11-30T22:01:00Z", "-"],
     ]
     assert fail_attempt(run.pk, reason="lease_expired", now=NOW) == "abandoned"
     assert listed() == ("abandoned", 2, "lease_expired", 2)
@@ -412,6 +414,7 @@ def test_a_reason_names_its_attempt_while_a_newer_attempt_is_queued_or_running(c
     call_command("runs", stdout=out)
     assert cells(out.getvalue().splitlines()[1]) == [
         str(run.pk), "abandoned", "reaper@1", "reaper", "2", "-", "lease_expired", "operator", "alice",
+        "2026-11-30T22:01:00Z", "2026-11-30T22:01:00Z", "0.0 s",
     ]
 
 

@@ -13,6 +13,7 @@ from runtime.models import JournalEntry, Proposal
 from runtime.preview_model import Preview
 from tests.conftest import at
 from tests.helpers import factory_root, run_previews, tick
+from tests.http.test_api import cells
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +62,8 @@ def test_proposals_json_and_text_show_the_preview(proposal):
         REAPER_DESCRIPTION, "done", "0 live claim(s), none stale")
     text = StringIO()
     call_command("proposals", stdout=text)
-    assert text.getvalue().splitlines()[0].split()[-1] == "preview.summary"
+    assert cells(text.getvalue().splitlines()[0]) == [
+        "id", "status", "definition", "loop", "event", "created", "actor", "decided by", "preview"]
     assert text.getvalue().splitlines()[1].endswith("0 live claim(s), none stale")
 
 

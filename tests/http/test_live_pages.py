@@ -72,7 +72,7 @@ def test_a_succeeded_runs_fragment_stops_polling_and_offers_the_whole_page(clien
     client.force_login(viewer)
     body = client.get(fragment(running_run.pk)).content.decode()
     assert "hx-trigger" not in body.split('<div id="run-times"')[0] and "hx-get" not in body
-    assert 'run-state-succeeded">succeeded</span>' in body and "NOTHING_TO_REAP" in body and "4 s" in body
+    assert 'run-state-succeeded">succeeded</span>' in body and "NOTHING_TO_REAP" in body and "<td>4.0 s</td>" in body
     assert "The run ended while this page was open." in body and 'id="run-reload"' in body
     page = client.get(reverse("admin:runtime_run_change", args=[running_run.pk])).content.decode()
     assert "hx-trigger" not in page and "The run has ended: this page no longer changes." in page

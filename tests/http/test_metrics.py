@@ -110,7 +110,7 @@ def test_the_doctors_anomalies_are_gauges(client, token):
     assert anomalies[(("anomaly", "slotLoopStale"),)] == 1.0
     assert {labels[0][1] for labels in anomalies} == {
         "slotLoopStale", "stoppedSchedules", "proposalPileUps", "registryInvalid", "expiredLeases",
-        "interruptedRuns", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew", "longPauses",
+        "interruptedRuns", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew", "longPauses", "runBacklog",
     }
     assert anomalies[(("anomaly", "expiredLeases"),)] == 0.0
     assert samples(text, "factory_slot_loop_last_iteration_age_seconds") == {(): -1.0}
@@ -141,7 +141,7 @@ def test_the_sample_alert_rules_name_only_metrics_that_exist(client, token, regi
     anomalies = {re.search(r'anomaly="(\w+)"', rule["expr"]).group(1) for rule in alerts if "anomaly=" in rule["expr"]}
     assert anomalies == {
         "slotLoopStale", "stoppedSchedules", "proposalPileUps", "registryInvalid", "expiredLeases",
-        "interruptedRuns", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew", "longPauses",
+        "interruptedRuns", "starvedQueue", "stuckLoops", "futureLastSlot", "clockSkew", "longPauses", "runBacklog",
     }
     assert all(set(rule) <= {"alert", "expr", "for", "labels", "annotations"} for rule in alerts)
 

@@ -15,7 +15,7 @@ from runtime.models import Door, Event, PlanningOutcome, Proposal
 from runtime.registry import store
 from runtime.services.approval import approve_proposal, reject_proposal
 from runtime.services.runs import claim_next_run, fail_attempt, start_run
-from schedules.models import ScheduleState, SlotLoopStatus
+from schedules.models import LoopChange, LoopChangeKind, ScheduleState, SlotLoopStatus
 from tests.conftest import KERNEL_DIR, at
 from tests.helpers import DIGEST_ON, choose, finish_active_runs, many_loops, tick
 
@@ -89,6 +89,11 @@ def test_a_viewer_reads_the_dashboard_stopped_and_disabled_loops_flagged_problem
     assert "1 pending proposal" in body
     assert reverse("admin:runtime_proposal_changelist") + "?status__exact=pending" in body
     assert 'hx-get="/dashboard/table/"' in body and "htmx-2.0.11.min.js" in body
+    # The newest tick waits in the inbox; the run an older tick's approval queued REAPED: both, the run first.
+    run = Proposal.objects.get(status="approved").run
+    assert response.context["rows"][0]["outcome"] == f"run {run.pk} REAPED · newest tick: planning PROPOSED"
+    loop_page = client.get("/loops/reaper/").content.decode()
+    assert f"<tr><th>last outcome</th><td>run {run.pk} REAPED · newest tick: planning PROPOSED</td></tr>" in loop_page
 
 
 def test_a_stopped_loop_is_bannered_and_listed_first(client, viewer, reaper_history, host_clock_as_database_clock):
@@ -188,6 +193,7 @@ def test_a_loop_page_has_its_timeline_and_earning_report(client, viewer, reaper_
     )
     body = response.content.decode()
     assert "took 1 m 05 s" in body and "note: not today" in body
+    assert "by operator (alice) at 2026-11-30 21:30:00 UTC" in body
     # Permitted by the registry's rules, not earned: three ticks and a rejection are no week of evidence.
     assert '<span class="badge verdict-not-earned">not-earned</span>' in body
     assert "auto permitted: a kernel loop: registry/schedules.json may declare it auto" in body
@@ -254,3 +260,27 @@ def test_a_keyed_loop_page_lists_its_keys_due_soonest(client, viewer, registry_f
     response = client.get("/loops/customer-digest/")
     assert [row["key"] for row in response.context["due_keys"]] == ["acme"]
     assert "2026-12-01 08:00:00 UTC" in response.content.decode()
+
+
+def test_the_first_tick_after_a_loop_is_enabled_or_resumed_is_on_time_in_the_badge_and_the_timeline(
+    client, viewer, registry_files, host_clock_as_database_clock
+):
+    # Seen enabled at 21:07 (first seen), the heartbeat fires its 21:05 slot then: on time.
+    # 21:10 comes 9 s late. Paused at 21:12 and resumed at 21:23, it fires 21:20 at 21:23:01: on time.
+    tick("2026-11-30T21:07:00Z")
+    finish_active_runs("HEALTHY")
+    tick("2026-11-30T21:10:09Z")
+    finish_active_runs("HEALTHY")
+    LoopChange.objects.create(loop="heartbeat", at=at("2026-11-30T21:12:00Z"), kind=LoopChangeKind.PAUSED)
+    LoopChange.objects.create(loop="heartbeat", at=at("2026-11-30T21:23:00Z"), kind=LoopChangeKind.RESUMED)
+    ScheduleState.objects.filter(loop="heartbeat").update(enabled=False)
+    tick("2026-11-30T21:23:01Z")
+    finish_active_runs("HEALTHY")
+    SlotLoopStatus.objects.create(name="slot-loop", last_iteration_at=at("2026-11-30T21:23:02Z"), pid=1, host="test")
+    client.force_login(viewer)
+    with time_machine.travel(at("2026-11-30T21:23:02Z"), tick=False):
+        response = client.get("/loops/heartbeat/")
+    assert [(t["event"]["slot"], t["event"]["lateSeconds"]) for t in response.context["ticks"]] == [
+        (at("2026-11-30T21:20:00Z"), None), (at("2026-11-30T21:10:00Z"), 9), (at("2026-11-30T21:05:00Z"), None),
+    ]
+    assert response.context["badges"] == ["ok"]

@@ -145,7 +145,7 @@ def test_an_operator_signs_in_reads_the_loops_and_approves_where_they_read(brows
     body = page.inner_text("#content")
     assert "NOTHING_TO_REAP" in body and "approved by" in body.lower()
     assert len(SECONDS_INSTANT.findall(page.inner_text("fieldset:has-text('Times')"))) >= 4
-    assert re.search(r"run_queued\s+operator operator", page.inner_text("table.journal"))
+    assert re.search(r"run_queued\s+operator \(operator\)", page.inner_text("table.journal"))
     assert fits(page)
     shot(page, "run-succeeded")
     page.context.close()

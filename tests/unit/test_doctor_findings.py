@@ -1,11 +1,12 @@
 """The pure parts of the doctor's findings and of the process rows (docs/design.md §11; docs/schedules.md)."""
 
+import json
 from datetime import timedelta
 
 import pytest
 
 from ops.doctor import status_document
-from ops.doctor_checks import clock_skew, loop_period, starved, stuck
+from ops.doctor_checks import clock_skew, loop_period, run_backlog, starved, stuck
 from ops.process_rows import clock_offset, is_skewed
 from runtime.registry import get_registry
 from tests.conftest import at
@@ -81,3 +82,34 @@ def test_each_finding_is_an_anomaly_when_not_empty_in_its_documented_order():
     assert document["ok"] is False
     assert {key: document[key] for key in findings} == findings
     assert document["processes"] == [{"role": "worker"}]
+
+
+def test_a_slot_loop_iteration_a_hair_after_the_reading_is_0_0_seconds_old_never_minus_0_0():
+    document = status_document(
+        now=at("2026-11-30T21:00:00Z"), registry=get_registry(), registry_errors=[], stopped=[], pileups=[],
+        last_iteration_at=at("2026-11-30T21:00:00.04Z"), runs={"queued": 0, "running": 0},
+    )
+    assert json.dumps(document["loop"]) == '{"lastIterationAt": "2026-11-30T21:00:00Z", "ageSeconds": 0.0, "turning": true}'
+
+
+@pytest.mark.parametrize(("queued", "oldest", "backlog"), [
+    (0, None, []),
+    (1000, "2026-11-30T20:50:00Z", []),
+    (1001, "2026-11-30T21:00:00Z", [{
+        "queued": 1001, "oldestQueuedAt": "2026-11-30T21:00:00Z", "waitedSeconds": 0.0, "warnRuns": 1000, "warnSeconds": 600,
+    }]),
+    (1, "2026-11-30T20:49:59.96Z", [{
+        "queued": 1, "oldestQueuedAt": "2026-11-30T20:49:59Z", "waitedSeconds": 600.0, "warnRuns": 1000, "warnSeconds": 600,
+    }]),
+    # A run queued just after the doctor read the clock waited nothing, never -0.0 s.
+    (39000, "2026-11-30T21:00:00.01Z", [{
+        "queued": 39000, "oldestQueuedAt": "2026-11-30T21:00:00Z", "waitedSeconds": 0.0, "warnRuns": 1000, "warnSeconds": 600,
+    }]),
+])
+def test_a_deep_or_old_run_queue_is_a_backlog(queued, oldest, backlog):
+    found = run_backlog(
+        queued=queued, oldest_queued_at=at(oldest) if oldest else None, now=at("2026-11-30T21:00:00Z"),
+        warn_runs=1000, warn_seconds=600,
+    )
+    assert found == backlog
+    assert [str(item["waitedSeconds"]) for item in found] == [str(item["waitedSeconds"]) for item in backlog]

@@ -85,3 +85,11 @@ def test_an_instant_reads_in_the_readers_zone_when_one_is_active():
         winter = instant(datetime(2026, 6, 30, 21, 0, 1, tzinfo=UTC))
     assert summer == '<time datetime="2026-11-30T21:00:01Z" title="2026-11-30 21:00:01 UTC">2026-12-01 08:00:01 +11</time>'
     assert winter == '<time datetime="2026-06-30T21:00:01Z" title="2026-06-30 21:00:01 UTC">2026-07-01 07:30:01 +1030</time>'
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (0, "0.0 s"), (0.04, "0.0 s"), (0.44, "0.4 s"), (45.96, "46.0 s"), (59.96, "1 m 00 s"), (65, "1 m 05 s"),
+])
+def test_how_long_a_run_took_reads_to_the_tenth_of_a_second_under_a_minute(seconds, text):
+    start = datetime(2026, 11, 30, 21, 0, tzinfo=UTC)
+    assert between(start, start + timedelta(seconds=seconds)) == text

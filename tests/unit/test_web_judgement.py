@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ops.schedule_status import status_words
 from ops.web.admin_site import runtime_first
 from ops.web.badges import doctor_flags, is_late, loop_badges, rank
 from ops.web.dashboard import refresh_after
@@ -101,3 +102,16 @@ def test_the_pages_say_a_cadence_an_outcome_and_a_tally_in_words():
     )
     assert [outcome({"stage": "planning", "value": None, "reason": ""}), outcome(None)] == ["planning not planned yet", "—"]
     assert [tally({"rejected": 1, "approved": 3}), tally({})] == ["approved 3, rejected 1", "none"]
+
+
+@pytest.mark.parametrize(("badges", "paused", "words"), [
+    (["ok"], False, "ok"),
+    (["ok"], True, "paused"),
+    (["late"], True, "paused"),
+    (["stopped", "piling up"], False, "stopped, piling up"),
+    (["piling up"], True, "paused, piling up"),
+    (["paused for long"], True, "paused for long"),
+    (["disabled"], True, "disabled"),
+])
+def test_schedule_lists_status_is_the_dashboards_badges_and_paused(badges, paused, words):
+    assert status_words(badges, paused) == words

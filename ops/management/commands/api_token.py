@@ -27,14 +27,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True)
         create = actions.add_parser("create", help="a new token of USERNAME, shown once")
-        create.add_argument("username")
+        create.add_argument("username", help="the person the token acts as")
         create.add_argument("--label", required=True, help="what the token is for, e.g. phone; journaled with its decisions")
         create.add_argument("--as", dest="by", help="who creates it: the person (default) or a superuser")
         listing = actions.add_parser("list", help="the tokens, live and revoked")
-        listing.add_argument("username", nargs="?")
+        listing.add_argument("username", nargs="?", help="only this person's tokens (default: everyone's)")
         listing.add_argument("--json", action="store_true", help="one JSON array")
         revoke = actions.add_parser("revoke", help="refuse a token from now on")
-        revoke.add_argument("token_id", type=int)
+        revoke.add_argument("token_id", type=int, help="the token's id (see `api_token list`)")
         revoke.add_argument("--as", dest="by", help="who revokes it: its person (default) or a superuser")
 
     def handle(self, *args, **options):

@@ -41,6 +41,7 @@ from ops import control_command
 from ops.earning import WindowError, default_window, earning_report, window_start
 from ops.earning_evidence import EXIT_STATUS
 from ops.paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, InvalidParameter, whole_number
+from ops.schedule_status import ranked_page
 from ops.schedule_text import list_text, next_keyed_text, next_text, page_text, report_text, show_text, tick_text
 from ops.slot_loop import iterate
 from runtime import clock
@@ -56,6 +57,8 @@ from schedules.ticks import due_ticks, left_to_the_slot_loop
 EXIT_REFUSED = 2
 DEFAULT_NEXT = 5
 MAX_NEXT = 1000
+#: What the ``loop`` argument of ``show``, ``next`` and ``report`` is.
+LOOP_HELP = "the loop's name (see `schedule list`)"
 
 
 def _paging(name: str, high: int):
@@ -92,10 +95,10 @@ class Command(BaseCommand):
         )
         listing.add_argument("--json", **as_json)
         show = sub.add_parser("show", help="one loop and its last ten ticks")
-        show.add_argument("loop")
+        show.add_argument("loop", help=LOOP_HELP)
         show.add_argument("--json", **as_json)
         upcoming = sub.add_parser("next", help="a loop's next slots")
-        upcoming.add_argument("loop")
+        upcoming.add_argument("loop", help=LOOP_HELP)
         upcoming.add_argument("-n", type=_count, default=DEFAULT_NEXT, help=f"how many slots (default {DEFAULT_NEXT})")
         upcoming.add_argument("--json", **as_json)
         tick = sub.add_parser("tick", help="one iteration of the slot loop as if at an instant")
@@ -103,10 +106,10 @@ class Command(BaseCommand):
         tick.add_argument("--dry-run", action="store_true", help="write nothing; print what would fire")
         tick.add_argument("--json", **as_json)
         again = sub.add_parser("rebuild", help="rebuild a keyed loop's rows from its events")
-        again.add_argument("loop")
+        again.add_argument("loop", help="a keyed loop's name")
         again.add_argument("--json", **as_json)
         report = sub.add_parser("report", help="has a watched loop earned auto? its history over a window")
-        report.add_argument("loop")
+        report.add_argument("loop", help=LOOP_HELP)
         report.add_argument(
             "--since", help="a span (90m, 7d) or an instant (default: FACTORY_EARN_WINDOW_DAYS, 7d unless set longer)"
         )
@@ -186,13 +189,18 @@ class Command(BaseCommand):
         if options["json"] and number is None and size is None:
             return self.emit(options, [v.as_json() for v in schedules_overview(registry, now=now)], list_text)
         number, size = number or 1, size or PAGE_SIZE
-        views, count = schedules_page(registry, now=now, offset=(number - 1) * size, limit=size)
+        if options["json"]:
+            views, count = schedules_page(registry, now=now, offset=(number - 1) * size, limit=size)
+            results = [v.as_json() for v in views]
+        else:
+            # The text ranks problems first, as the dashboard does; JSON stays by name.
+            results, count = ranked_page(registry, now=now, offset=(number - 1) * size, limit=size)
         last = max(1, -(-count // size))
         if number > last:
             raise CommandError(
                 f"there is no page {number}: {count} loop(s) make {last} page(s) of {size}", returncode=EXIT_REFUSED
             )
-        document = {"count": count, "page": number, "pageSize": size, "results": [v.as_json() for v in views]}
+        document = {"count": count, "page": number, "pageSize": size, "results": results}
         return self.emit(options, document, page_text)
 
     def emit(self, options, document, as_text) -> None:

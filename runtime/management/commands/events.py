@@ -7,7 +7,10 @@ from runtime.models import Event
 
 class Command(ListingCommand):
     help = "List admitted events, newest first."
-    columns = ("id", "eventId", "type", "door", "admittedAt", "planning.outcome", "planning.reason")
+    columns = (
+        ("id", "id"), ("event", "eventId"), ("type", "type"), ("door", "door"), ("admitted", "admittedAt"),
+        ("planning", "planning.outcome"), ("reason", "planning.reason"),
+    )
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

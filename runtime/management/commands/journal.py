@@ -10,7 +10,10 @@ class Command(ListingCommand):
         "List journal entries, newest first; with --correlation ID, the whole story of one chain "
         "(its events, plans, approvals with actors, runs and outcomes) oldest first."
     )
-    columns = ("id", "at", "action", "actor", "actorName", "eventId", "proposalId", "runId", "detail")
+    columns = (
+        ("id", "id"), ("at", "at"), ("action", "action"), ("actor", "actor"), ("actor name", "actorName"),
+        ("event", "eventId"), ("proposal", "proposalId"), ("run", "runId"), ("detail", "detail"),
+    )
     default_limit = 100
 
     def add_arguments(self, parser):

@@ -7,7 +7,10 @@ from runtime.models import Proposal, ProposalStatus
 
 class Command(ListingCommand):
     help = "List proposals, newest first."
-    columns = ("id", "status", "definition", "loop", "eventId", "createdAt", "actor", "decidedBy", "preview.summary")
+    columns = (
+        ("id", "id"), ("status", "status"), ("definition", "definition"), ("loop", "loop"), ("event", "eventId"),
+        ("created", "createdAt"), ("actor", "actor"), ("decided by", "decidedBy"), ("preview", "preview.summary"),
+    )
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

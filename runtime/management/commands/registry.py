@@ -17,7 +17,10 @@ class Command(BaseCommand):
     requires_system_checks = []
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["check", "digest"])
+        parser.add_argument(
+            "action", choices=["check", "digest"],
+            help="check: validate the registry and overlay; digest: print the registry digest",
+        )
         parser.add_argument("--json", action="store_true", help="print a JSON document")
 
     def handle(self, *args, **options):

@@ -1,5 +1,7 @@
 """``manage.py runs [--status S] [--limit N] [--json]``: runs, newest first."""
 
+from lib.instants import format_instant
+from runtime.admin.common import seconds_text
 from runtime.listing import reason_words, run_item
 from runtime.management.listing_command import ListingCommand
 from runtime.models import Run, RunStatus
@@ -7,7 +9,11 @@ from runtime.models import Run, RunStatus
 
 class Command(ListingCommand):
     help = "List runs, newest first."
-    columns = ("id", "status", "definition", "loop", "attempt", "outcome", "reason", "actor", "approvedBy")
+    columns = (
+        ("id", "id"), ("status", "status"), ("definition", "definition"), ("loop", "loop"), ("attempt", "attempt"),
+        ("outcome", "outcome"), ("reason", "reason"), ("actor", "actor"), ("approved by", "approvedBy"),
+        ("queued", "queuedAt"), ("started", "started"), ("took", "took"),
+    )
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
@@ -19,6 +25,14 @@ class Command(ListingCommand):
 
     def item(self, row):
         return run_item(row)
+
+    def text_cell(self, row, item: dict, key: str) -> str:
+        # Started and took are the text's alone: the JSON item keeps its keys (docs/design.md §10).
+        if key == "started":
+            return format_instant(row.started_at) if row.started_at else "-"
+        if key == "took":
+            return seconds_text((row.finished_at - row.started_at).total_seconds()) if row.started_at and row.finished_at else "-"
+        return super().text_cell(row, item, key)
 
     @staticmethod
     def cell(item: dict, column: str) -> str:
