@@ -193,7 +193,7 @@ def test_a_loop_page_has_its_timeline_and_earning_report(client, viewer, reaper_
     )
     body = response.content.decode()
     assert "took 1 m 05 s" in body and "note: not today" in body
-    assert "by operator (alice) at 2026-11-30 21:30:00 UTC" in body
+    assert 'by operator (alice) at <time datetime="2026-11-30T21:30:00Z" title="2026-11-30 21:30:00 UTC">2026-11-30 21:30:00 UTC</time>' in body
     # Permitted by the registry's rules, not earned: three ticks and a rejection are no week of evidence.
     assert '<span class="badge verdict-not-earned">not-earned</span>' in body
     assert "auto permitted: a kernel loop: registry/schedules.json may declare it auto" in body

@@ -35,12 +35,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True)
         add = actions.add_parser("add", help="put a person in a role (created when missing), as staff")
-        add.add_argument("username")
+        add.add_argument("username", help="the person's username (created when missing)")
         # Not argparse's choices: a wrong role is a refusal like any other (exit 2, refused: …).
         add.add_argument("--role", required=True, help="approver (reads and decides) or viewer (reads)")
         add.add_argument("--email", default="", help="their e-mail address (set or changed)")
         remove = actions.add_parser("remove", help="out of both roles, not staff, API tokens revoked")
-        remove.add_argument("username")
+        remove.add_argument("username", help="the person's username")
         listing = actions.add_parser("list", help="the superusers and everyone in a role")
         listing.add_argument("--json", action="store_true", help="one JSON array")
 
