@@ -42,7 +42,8 @@ def test_exact_fields_of_a_kernel_an_overridden_and_an_overlay_only_loop(registr
         "lastSlotFired": "2026-11-30T21:05:00Z", "lastTickAt": "2026-11-30T21:07:00Z",
         "nextSlotDue": "2026-11-30T21:10:00Z",
         "lastOutcome": {"stage": "planning", "value": "APPROVED", "reason": ""},
-        "lastRun": {"id": 1, "status": "queued", "outcome": None, "reason": None, "finishedAt": None, "ofLastTick": True},
+        "lastRun": {"id": Run.objects.get(loop="heartbeat").pk, "status": "queued", "outcome": None, "reason": None,
+                    "finishedAt": None, "ofLastTick": True},
         "pendingProposals": 0, "stopped": False, "paused": None,
     }
     assert view["reaper"] == {
