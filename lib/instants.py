@@ -2,7 +2,7 @@
 
 import functools
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 RFC3339_LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?$")
 RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
@@ -50,3 +50,22 @@ def rounded_seconds(seconds: float, digits: int = 1) -> float:
     ``round(-0.04, 1)`` is ``-0.0``, which ``json.dumps`` writes as ``-0.0`` (a reading a hair
     before the instant it is measured from reads ``0.0``)."""
     return round(seconds, digits) + 0.0
+
+
+#: An RFC 3339 instant in UTC as the commands print it (``format_instant``), fractions allowed;
+#: not one inside an identifier (``clock:heartbeat:2026-12-06T09:25:00Z`` stays as it is).
+UTC_INSTANT_TEXT = re.compile(r"(?<![\w:./-])(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(\.\d+)?Z\b")
+
+
+def localize_text(text: str, zone: tzinfo | None = None) -> str:
+    """``text`` with every RFC 3339 UTC instant (``2026-12-06T09:25:00Z``) written in ``zone``
+    with its offset (``2026-12-06T10:25:00+01:00``); ``zone`` None is the host's local zone
+    (``TZ``), each instant with its own offset (daylight saving); an instant inside an
+    identifier (an eventId, a key) is left as it is. For a person's ``--local``:
+    scripts read the commands' UTC (docs/design.md §10)."""
+    def local(match: re.Match) -> str:
+        fraction = (match.group(3) or "")[:7]
+        instant = datetime.fromisoformat(f"{match.group(1)}T{match.group(2)}{fraction}+00:00")
+        shown = instant.astimezone(zone) if zone is not None else instant.astimezone()
+        return shown.isoformat(timespec="microseconds" if fraction else "seconds")
+    return UTC_INSTANT_TEXT.sub(local, text)

@@ -14,6 +14,7 @@ OS user is recorded beside them, with ``via: "cli"``. Exit 2 on a refusal, with
 ``schedules.triggering.TriggerRefused``; ``unknown_user``, ``bad_instant``).
 """
 
+import argparse
 import getpass
 import json
 import sys
@@ -23,6 +24,7 @@ from django.contrib.auth import get_user_model
 
 from lib.instants import InstantError, format_instant, parse_instant
 from lib.refusals import Refused
+from runtime.management.local_times import add_local_argument
 from runtime.registry import Registry
 from schedules.pausing import OTHER_DOORS, pause_loop, resume_loop
 from schedules.triggering import trigger_loop
@@ -38,11 +40,13 @@ def add_parsers(sub, as_json: dict) -> None:
     pause.add_argument("--until", help="resume by itself at this instant (RFC 3339 with an offset)")
     pause.add_argument("--as", dest="username", required=True, help="the operator (needs control_loop)")
     pause.add_argument("--json", **as_json)
+    add_local_argument(pause, argparse.SUPPRESS)
     resume = sub.add_parser("resume", help="lift a loop's pause: its current slot fires, with no skips")
     resume.add_argument("loop", help="the paused loop's name")
     resume.add_argument("--note", default="", help="why (optional; at most 2,000 characters)")
     resume.add_argument("--as", dest="username", required=True, help="the operator (needs control_loop)")
     resume.add_argument("--json", **as_json)
+    add_local_argument(resume, argparse.SUPPRESS)
     trigger = sub.add_parser("trigger", help="run a loop once now: one event, planned watched (a proposal to decide)")
     trigger.add_argument("loop", help="the loop's name")
     trigger.add_argument("--key", help="the key to run (a keyed loop only)")
@@ -50,6 +54,7 @@ def add_parsers(sub, as_json: dict) -> None:
     trigger.add_argument("--request-id", help="8-64 letters, digits, - or _: the same id again admits nothing new")
     trigger.add_argument("--as", dest="username", required=True, help="the operator (needs control_loop)")
     trigger.add_argument("--json", **as_json)
+    add_local_argument(trigger, argparse.SUPPRESS)
 
 
 def _os_user() -> str:

@@ -7,6 +7,8 @@ from django.core.management.base import BaseCommand
 
 from lib.text_table import format_table
 
+from .local_times import add_local_argument, localize_output
+
 MAX_LIMIT = 100_000
 
 
@@ -37,6 +39,7 @@ class ListingCommand(BaseCommand):
             help=f"at most N rows, 1 to {MAX_LIMIT} (default {self.default_limit})",
         )
         parser.add_argument("--json", action="store_true", help="print one JSON array")
+        add_local_argument(parser)
 
     def queryset(self, options):
         raise NotImplementedError
@@ -45,6 +48,7 @@ class ListingCommand(BaseCommand):
         raise NotImplementedError
 
     def handle(self, *args, **options):
+        localize_output(self, options)
         rows = list(self.queryset(options)[: options["limit"]])
         items = [self.item(row) for row in rows]
         if options["json"]:

@@ -83,3 +83,48 @@ def test_on_a_phone_a_person_finds_reads_and_approves_the_pending_proposal(brows
     assert fits(page)
     shot(page, "run")
     page.context.close()
+
+
+def test_times_read_in_the_zone_a_person_chose_with_the_utc_instant_kept(browser, live):
+    base, manage = live
+    shot = Shots("reader-zone")
+    page = signed_in(browser, base, OPERATOR)
+    page.click("#user-tools a.ops-person")
+    page.wait_for_url(base + "/me/")
+    page.select_option("#id_zone", "Australia/Lord_Howe")
+    page.click("#zone-form input[type=submit]")
+    page.wait_for_url(base + "/me/")
+    assert "Times now read in Australia/Lord_Howe." in page.inner_text(".messagelist")
+    page.goto(base + "/admin/runtime/event/")
+    first = page.locator("#result_list time").first
+    utc = first.get_attribute("datetime")
+    assert utc.endswith("Z") and len(utc) == 20
+    assert first.inner_text().endswith(("GMT+11", "GMT+10:30"))
+    assert first.get_attribute("title").startswith(f"{utc[:10]} {utc[11:19]} UTC · ")
+    assert page.locator("#result_list .time-relative").first.inner_text().endswith("ago)")
+    shot(page, "events")
+    page.goto(base + "/me/")
+    page.select_option("#id_zone", "")
+    page.click("#zone-form input[type=submit]")
+    page.context.close()
+
+
+def test_a_viewer_reads_why_there_is_no_button_and_a_forged_decision_is_a_styled_403(browser, live):
+    base, manage = live
+    shot = Shots("viewer")
+    manage("team", "add", "victor", "--role", "viewer")
+    manage("shell", "-c", "from django.contrib.auth.models import User; u = User.objects.get(username='victor'); "
+                          "u.set_password('victor-pass-123'); u.save()")
+    proposal = json.loads(manage("schedule", "trigger", "reaper", "--as", OPERATOR[0], "--json"))["proposal"]
+    page = signed_in(browser, base, ("victor", "victor-pass-123"), NARROW)
+    page.goto(f"{base}/admin/runtime/proposal/{proposal}/change/")
+    assert page.locator("a.decide-approve").count() == 0
+    assert "You may read this proposal but not decide it" in page.inner_text("#decide-help")
+    assert fits(page)
+    shot(page, "proposal-390")
+    answer = page.goto(f"{base}/admin/runtime/proposal/{proposal}/decide/approve/")
+    assert answer.status == 403
+    assert page.inner_text("h1") == "Not allowed (403)"
+    assert page.locator("#ops-nav").count() == 1 and fits(page)
+    shot(page, "refused-390")
+    page.context.close()

@@ -20,6 +20,7 @@ from django.db import DatabaseError
 from ops.doctor import collect_status
 from ops.doctor_text import doctor_lines
 from runtime import clock
+from runtime.management.local_times import add_local_argument, localize_output
 
 EXIT_ANOMALY = 1
 
@@ -35,6 +36,7 @@ class Command(BaseCommand):
         shape = parser.add_mutually_exclusive_group()
         shape.add_argument("--json", action="store_true", help="print the JSON document, even on a terminal")
         shape.add_argument("--text", action="store_true", help="print the summary in words, even when not on a terminal")
+        add_local_argument(parser)
 
     def handle(self, *args, **options):
         now = None
@@ -50,6 +52,7 @@ class Command(BaseCommand):
             }
         as_text = options["text"] or (not options["json"] and self.stdout.isatty())
         if as_text:
+            localize_output(self, {"local": options["local"]})
             self.stdout.write("\n".join(doctor_lines(document, now)))
         else:
             self.stdout.write(json.dumps({"version": settings.PRODUCT_VERSION, **document}, indent=2))

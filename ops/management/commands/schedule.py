@@ -45,6 +45,7 @@ from ops.schedule_status import ranked_page
 from ops.schedule_text import list_text, next_keyed_text, next_text, page_text, report_text, show_text, tick_text
 from ops.slot_loop import iterate
 from runtime import clock
+from runtime.management.local_times import add_local_argument, localize_output
 from runtime.models import Event
 from runtime.registry import RegistryInvalid, store
 from schedules.envelope import tick_envelope
@@ -85,6 +86,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        add_local_argument(parser)
         sub = parser.add_subparsers(dest="action")
         as_json = {"action": "store_true", "default": argparse.SUPPRESS, "help": "print JSON instead of text"}
         listing = sub.add_parser("list", help="the effective loops by name (the default)")
@@ -94,29 +96,36 @@ class Command(BaseCommand):
             help=f"loops a page (default {PAGE_SIZE}, at most {MAX_PAGE_SIZE})",
         )
         listing.add_argument("--json", **as_json)
+        add_local_argument(listing, argparse.SUPPRESS)
         show = sub.add_parser("show", help="one loop and its last ten ticks")
         show.add_argument("loop", help=LOOP_HELP)
         show.add_argument("--json", **as_json)
+        add_local_argument(show, argparse.SUPPRESS)
         upcoming = sub.add_parser("next", help="a loop's next slots")
         upcoming.add_argument("loop", help=LOOP_HELP)
         upcoming.add_argument("-n", type=_count, default=DEFAULT_NEXT, help=f"how many slots (default {DEFAULT_NEXT})")
         upcoming.add_argument("--json", **as_json)
+        add_local_argument(upcoming, argparse.SUPPRESS)
         tick = sub.add_parser("tick", help="one iteration of the slot loop as if at an instant")
         tick.add_argument("--at", help="the instant, RFC 3339 with an offset (default: now); future only with --dry-run")
         tick.add_argument("--dry-run", action="store_true", help="write nothing; print what would fire")
         tick.add_argument("--json", **as_json)
+        add_local_argument(tick, argparse.SUPPRESS)
         again = sub.add_parser("rebuild", help="rebuild a keyed loop's rows from its events")
         again.add_argument("loop", help="a keyed loop's name")
         again.add_argument("--json", **as_json)
+        add_local_argument(again, argparse.SUPPRESS)
         report = sub.add_parser("report", help="has a watched loop earned auto? its history over a window")
         report.add_argument("loop", help=LOOP_HELP)
         report.add_argument(
             "--since", help="a span (90m, 7d) or an instant (default: FACTORY_EARN_WINDOW_DAYS, 7d unless set longer)"
         )
         report.add_argument("--json", **as_json)
+        add_local_argument(report, argparse.SUPPRESS)
         control_command.add_parsers(sub, as_json)
 
     def handle(self, *args, **options):
+        localize_output(self, options)
         try:
             return self.act(options, clock.database_now())
         except RegistryInvalid as exc:

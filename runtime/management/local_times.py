@@ -1,0 +1,48 @@
+"""``--local [ZONE]`` of the commands a person reads (docs/design.md §10): their text shows every
+instant in the host's zone (``TZ``) or in ``ZONE``, with its offset; ``--json`` and the default
+stay RFC 3339 UTC, which scripts read."""
+
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.core.management.base import CommandError
+
+from lib.instants import localize_text
+
+#: ``--local`` given without a zone: the host's.
+HOST = ""
+
+
+def add_local_argument(parser, default=None) -> None:
+    """Add ``--local [ZONE]`` to ``parser`` (a subcommand's parser passes ``argparse.SUPPRESS``,
+    so that the option may come before or after the subcommand)."""
+    parser.add_argument(
+        "--local", nargs="?", const=HOST, default=default, metavar="ZONE",
+        help="show times in this IANA zone (Europe/Budapest), or without ZONE in the host's (TZ); --json stays UTC",
+    )
+
+
+class LocalTimes:
+    """A command's ``stdout`` that writes every UTC instant in ``zone`` (None: the host's)."""
+
+    def __init__(self, out, zone):
+        self.out, self.zone = out, zone
+
+    def write(self, msg="", *args, **kwargs):
+        self.out.write(localize_text(msg, self.zone), *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.out, name)
+
+
+def localize_output(command, options: dict) -> None:
+    """When ``--local`` was given (and not ``--json``), make ``command.stdout`` a ``LocalTimes``.
+    Raises ``CommandError`` (exit 2) for a zone this host does not know."""
+    wanted = options.get("local")
+    if wanted is None or options.get("json"):
+        return
+    try:
+        zone = ZoneInfo(wanted) if wanted else None
+    except (ZoneInfoNotFoundError, ValueError):
+        raise CommandError(f"--local {wanted!r}: not a time zone this host knows (an IANA name: Europe/Budapest)",
+                           returncode=2) from None
+    command.stdout = LocalTimes(command.stdout, zone)

@@ -1,0 +1,34 @@
+"""``--local [ZONE]`` on the commands a person reads (runtime.management.local_times)."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.helpers import tick
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_schedule_show_and_runs_read_in_the_zone_asked_and_json_stays_utc(registry_files):
+    tick("2026-12-06T09:25:05Z")
+    shown = run("schedule", "show", "heartbeat", "--local", "Australia/Lord_Howe")
+    assert "2026-12-06T20:25:00+11:00" in shown and "2026-12-06T09:25:00Z" not in shown
+    assert "2026-12-06T20:25:00+11:00" in run("schedule", "--local", "Australia/Lord_Howe", "show", "heartbeat")
+    assert json.loads(run("schedule", "show", "heartbeat", "--json", "--local", "Europe/Budapest"))["lastSlotFired"] == (
+        "2026-12-06T09:25:00Z")
+    events = run("events", "--local", "Europe/Budapest")
+    assert "clock:heartbeat:2026-12-06T09:25:00Z" in events  # an eventId is an identity: never rewritten
+
+
+def test_an_unknown_zone_is_refused():
+    with pytest.raises(CommandError) as caught:
+        call_command("runs", "--local", "Mars/Olympus")
+    assert str(caught.value) == "--local 'Mars/Olympus': not a time zone this host knows (an IANA name: Europe/Budapest)"
