@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
+from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
 
 from runtime.models import JournalEntry
@@ -23,11 +24,13 @@ ROW_LOOKUPS = ("proposal__id__exact", "run__id__exact", "event__id__exact")
 SHOWN_JOURNAL_ENTRIES = 200
 
 
-def instant(value: datetime | None) -> str:
+def instant(value: datetime | None, *, relative: bool = True) -> str:
     """``<time datetime="2026-11-30T21:00:01Z" title="2026-11-30 21:00:01 UTC">…</time>``, or ``—``:
     to the second, its text in the reader's zone when one is active (``ops.web.zones``:
     ``2026-12-01 08:00:01 +11``), else in UTC (``2026-11-30 21:00:01 UTC``), which the page's
-    script turns into the browser's zone (docs/web.md, "Times in the reader's zone")."""
+    script turns into the browser's zone (docs/web.md, "Times in the reader's zone").
+    ``relative=False`` (``data-relative="off"``) where the words around it already say how long
+    ago it was: the script then adds no "(3 min ago)"."""
     if value is None:
         return "—"
     utc = value.astimezone(UTC)
@@ -35,8 +38,8 @@ def instant(value: datetime | None) -> str:
         text = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
     else:
         text = utc.astimezone(timezone.get_current_timezone()).strftime("%Y-%m-%d %H:%M:%S %Z")
-    return format_html('<time datetime="{}" title="{}">{}</time>', utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                       utc.strftime("%Y-%m-%d %H:%M:%S UTC"), text)
+    return format_html('<time datetime="{}" title="{}"{}>{}</time>', utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                       utc.strftime("%Y-%m-%d %H:%M:%S UTC"), "" if relative else mark_safe(' data-relative="off"'), text)
 
 
 def duration(seconds: float | None) -> str:

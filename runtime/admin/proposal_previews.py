@@ -49,7 +49,7 @@ def preview_context(request, proposal: Proposal, *, now, back: str = "", said: s
         "would_do": would_do(item),
         "data_json": json.dumps(item["data"], indent=2, ensure_ascii=False) if item and item["data"] is not None else "",
         "age": duration(age) if age is not None else "",
-        "finished": instant(proposal.preview.finished_at) if age is not None else "",
+        "finished": instant(proposal.preview.finished_at, relative=False) if age is not None else "",
         "stale": age is not None and age > settings.FACTORY_PREVIEW_MAX_AGE_SECONDS,
         "max_age": duration(settings.FACTORY_PREVIEW_MAX_AGE_SECONDS),
         "open": status in ("pending", "running"),

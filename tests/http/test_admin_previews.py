@@ -43,7 +43,7 @@ def test_the_confirmation_shows_the_description_then_what_the_preview_found_and_
     assert page.index(DESCRIPTION) < page.index("reaper.py")
     assert "<strong>WOULD_REAP</strong>: 1 stale claim(s) would be reaped" in page
     assert "&quot;ticket&quot;: &quot;T-7&quot;" in page
-    assert ('Previewed 3 m 00 s ago (<time datetime="2026-11-30T21:00:12Z" title="2026-11-30 21:00:12 UTC">'
+    assert ('Previewed 3 m 00 s ago (<time datetime="2026-11-30T21:00:12Z" title="2026-11-30 21:00:12 UTC" data-relative="off">'
             '2026-11-30 21:00:12 UTC</time>).') in page
     assert "Older than" not in page
     assert "The run evaluates again when it runs: what it changes then may differ from this." in page

@@ -42,6 +42,7 @@
       if (!el.dataset.utc) { el.dataset.utc = el.getAttribute("title") || el.textContent; }
       el.textContent = wall(date);
       el.title = el.dataset.utc + " · " + relative(date, now);
+      if (el.dataset.relative === "off") { return; }
       var rel = el.nextElementSibling;
       if (!rel || !rel.classList.contains("time-relative")) {
         rel = document.createElement("span");
