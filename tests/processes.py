@@ -197,10 +197,12 @@ def send(url: str, body: bytes, headers: dict) -> tuple[int, dict]:
         return exc.code, json.loads(exc.read())
 
 
-def wait_until_listening(port: int, process: subprocess.Popen) -> None:
+def wait_until_listening(port: int, process: subprocess.Popen, log: Path | None = None) -> None:
+    """Wait until something listens on ``port``; fail with the process's output (from ``log``
+    when it writes to a file) if it exits first."""
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()[0]
+        assert process.poll() is None, log.read_text() if log else process.communicate()[0]
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return

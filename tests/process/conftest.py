@@ -62,24 +62,43 @@ def serving(root, *, run_workers: int = 0, http_workers: int = 1, config: dict[s
     subprocess.run([sys.executable, MANAGE, "migrate", "--no-input", "-v", "0"], env=env, cwd=PROJECT_DIR,
                    check=True, capture_output=True, timeout=120)
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, MANAGE, "runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", str(http_workers),
-         "--run-workers", str(run_workers), *([] if loop else ["--no-loop"])],
-        env=env, cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    # Its output goes to a file, not a pipe: every request writes an access-log line, and a
+    # pipe nobody reads fills after a few hundred of them and blocks every HTTP thread.
+    log_path = root / "runserve.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, MANAGE, "runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", str(http_workers),
+             "--run-workers", str(run_workers), *([] if loop else ["--no-loop"])],
+            env=env, cwd=PROJECT_DIR, stdout=log, stderr=subprocess.STDOUT, text=True,
+        )
     try:
-        wait_until_listening(port, process)
+        wait_until_listening(port, process, log_path)
         yield f"http://127.0.0.1:{port}", env
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         try:
-            output, _ = process.communicate(timeout=STOP_TIMEOUT_SECONDS)
+            process.wait(timeout=STOP_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
             process.kill()
-            output, _ = process.communicate()
-            pytest.fail(f"runserve did not stop within {STOP_TIMEOUT_SECONDS}s after SIGTERM:\n{output}")
-    assert process.returncode == 0, output
+            process.wait()
+            pytest.fail(f"runserve did not stop within {STOP_TIMEOUT_SECONDS}s after SIGTERM:\n{log_path.read_text()}")
+    assert process.returncode == 0, log_path.read_text()
+
+
+@contextlib.contextmanager
+def serving_example_factory(root, schedule_overlay: str, *, run_workers: int):
+    """``serving`` with a copy of the example factory root (``FACTORY_ROOT``) and
+    ``schedule_overlay`` as config/schedule.yaml. Yields ``(base URL, manage)``: ``manage(*args,
+    timeout=60)`` runs ``manage.py`` against that runtime and returns its standard output."""
+    shutil.copytree(PROJECT_DIR / "examples" / "factory", root / "factory")
+    with serving(root, run_workers=run_workers, config={"schedule.yaml": schedule_overlay},
+                 FACTORY_ROOT=str(root / "factory")) as (url, env):
+        def manage(*args, timeout=60):
+            return subprocess.run([sys.executable, MANAGE, *args], env=env, cwd=PROJECT_DIR, check=True,
+                                  capture_output=True, text=True, timeout=timeout).stdout
+
+        yield url, manage
 
 
 @pytest.fixture

@@ -5,17 +5,13 @@ person finds the pending proposal from the navigation, reads it and approves it.
 headless Chromium against a live ``runserve``; screenshots under ``ARTIFACTS_DIR``."""
 
 import json
-import shutil
-import subprocess
-import sys
 
 import pytest
 
 from tests.browsers import NARROW, WIDE, Shots, fits, signed_in
-from tests.conftest import PROJECT_DIR
-from tests.processes import MANAGE, wait_for
+from tests.processes import wait_for
 
-from .conftest import serving
+from .conftest import serving_example_factory
 
 pytestmark = pytest.mark.process
 
@@ -25,15 +21,9 @@ OPERATOR = ("operator", "operator-pass-123")
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    root = tmp_path_factory.mktemp("browser-screens")
-    shutil.copytree(PROJECT_DIR / "examples" / "factory", root / "factory")
-    with serving(root, run_workers=1, config={"schedule.yaml": OVERLAY}, FACTORY_ROOT=str(root / "factory")) as (
-        url, env
+    with serving_example_factory(tmp_path_factory.mktemp("browser-screens"), OVERLAY, run_workers=1) as (
+        url, manage
     ):
-        def manage(*args, timeout=60):
-            return subprocess.run([sys.executable, MANAGE, *args], env=env, cwd=PROJECT_DIR, check=True,
-                                  capture_output=True, text=True, timeout=timeout).stdout
-
         manage("schedule", "tick")
         yield url, manage
 

@@ -9,17 +9,13 @@ what arrived instead, as it does while a search is being typed; the tab's title 
 """
 
 import json
-import shutil
-import subprocess
-import sys
 
 import pytest
 
 from tests.browsers import NARROW, Shots, fits, signed_in
-from tests.conftest import PROJECT_DIR
-from tests.processes import MANAGE, wait_for
+from tests.processes import wait_for
 
-from .conftest import serving
+from .conftest import serving_example_factory
 
 pytestmark = pytest.mark.process
 
@@ -32,15 +28,9 @@ INBOX = "/admin/runtime/proposal/?status__exact=pending"
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """The runtime: the reaper overlay, a copy of the example factory root, no run worker."""
-    root = tmp_path_factory.mktemp("browser-live")
-    shutil.copytree(PROJECT_DIR / "examples" / "factory", root / "factory")
-    with serving(root, run_workers=0, config={"schedule.yaml": OVERLAY}, FACTORY_ROOT=str(root / "factory")) as (
-        url, env
+    with serving_example_factory(tmp_path_factory.mktemp("browser-live"), OVERLAY, run_workers=0) as (
+        url, manage
     ):
-        def manage(*args, timeout=60):
-            return subprocess.run([sys.executable, MANAGE, *args], env=env, cwd=PROJECT_DIR, check=True,
-                                  capture_output=True, text=True, timeout=timeout).stdout
-
         yield url, manage
 
 

@@ -5,17 +5,12 @@ person's name. Debian's headless Chromium against a live ``runserve`` with one r
 screenshots at 1400 and 390 px under ``ARTIFACTS_DIR``."""
 
 import json
-import shutil
-import subprocess
-import sys
 
 import pytest
 
 from tests.browsers import NARROW, Shots, fits, signed_in
-from tests.conftest import PROJECT_DIR
-from tests.processes import MANAGE
 
-from .conftest import serving
+from .conftest import serving_example_factory
 
 pytestmark = pytest.mark.process
 
@@ -25,15 +20,9 @@ OPERATOR = ("operator", "operator-pass-123")
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    root = tmp_path_factory.mktemp("browser-control")
-    shutil.copytree(PROJECT_DIR / "examples" / "factory", root / "factory")
-    with serving(root, run_workers=1, config={"schedule.yaml": OVERLAY}, FACTORY_ROOT=str(root / "factory")) as (
-        url, env
+    with serving_example_factory(tmp_path_factory.mktemp("browser-control"), OVERLAY, run_workers=1) as (
+        url, manage
     ):
-        def manage(*args, timeout=60):
-            return subprocess.run([sys.executable, MANAGE, *args], env=env, cwd=PROJECT_DIR, check=True,
-                                  capture_output=True, text=True, timeout=timeout).stdout
-
         yield url, manage
 
 

@@ -10,17 +10,14 @@ POST is refused. Each page's screenshot is written under ``ARTIFACTS_DIR``.
 
 import json
 import re
-import shutil
 import subprocess
-import sys
 
 import pytest
 
 from tests.browsers import Shots, fits, signed_in
-from tests.conftest import PROJECT_DIR
-from tests.processes import MANAGE, wait_for
+from tests.processes import wait_for
 
-from .conftest import serving
+from .conftest import serving_example_factory
 
 pytestmark = pytest.mark.process
 
@@ -36,15 +33,9 @@ SECONDS_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
 def walk(tmp_path_factory):
     """The runtime the module walks: the reaper overlay, a copy of the example factory root, one
     run worker, a staff user ``victor`` without the approve permission, one reaper tick proposed."""
-    root = tmp_path_factory.mktemp("browser")
-    shutil.copytree(PROJECT_DIR / "examples" / "factory", root / "factory")
-    with serving(root, run_workers=1, config={"schedule.yaml": OVERLAY}, FACTORY_ROOT=str(root / "factory")) as (
-        url, env
+    with serving_example_factory(tmp_path_factory.mktemp("browser"), OVERLAY, run_workers=1) as (
+        url, manage
     ):
-        def manage(*args):
-            return subprocess.run([sys.executable, MANAGE, *args], env=env, cwd=PROJECT_DIR, check=True,
-                                  capture_output=True, text=True, timeout=60).stdout
-
         manage("shell", "-c", "from django.contrib.auth.models import User; "
                f"User.objects.create_user({VIEWER[0]!r}, password={VIEWER[1]!r}, is_staff=True)")
         manage("schedule", "tick")

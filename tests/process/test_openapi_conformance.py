@@ -71,7 +71,7 @@ class Live:
                  "--run-workers", "0", "--no-loop"],
                 env=self.env, cwd=PROJECT_DIR, stdout=log, stderr=subprocess.STDOUT,
             )
-        wait_until_listening(port, self.process)
+        wait_until_listening(port, self.process, self.log)
         self.session = requests.Session()
 
     def manage(self, *argv) -> str:
