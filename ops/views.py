@@ -14,7 +14,7 @@ from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
 from runtime import clock
-from runtime.registry import store
+from runtime.registry import get_registry
 from schedules.overview import schedules_overview, schedules_page
 
 from .api.openapi import metrics_read, schedules_read, status_read
@@ -59,8 +59,7 @@ class SchedulesView(ReadView):
     @schedules_read
     def get(self, request):
         paging = page_request(request.query_params)
-        store.refresh()
-        registry, now = store.current(), clock.database_now()
+        registry, now = get_registry(), clock.database_now()
         if paging is None:
             return Response([view.as_json() for view in schedules_overview(registry, now=now)])
         number, size = paging

@@ -12,7 +12,7 @@ from lib.instants import format_instant
 
 from .models import Proposal, ProposalStatus
 from .preview_model import Preview, PreviewStatus
-from .registry import Definition, RegistryInvalid, store
+from .registry import Definition, RegistryInvalid, get_registry
 from .services.previews import preview_duration
 
 
@@ -23,7 +23,7 @@ def _instant(value):
 def definition_in_force(ref: str) -> Definition | None:
     """The definition ``ref`` of the registry in force, or None (gone, or no valid registry)."""
     try:
-        return store.current().definitions.get(ref)
+        return get_registry().definitions.get(ref)
     except RegistryInvalid:
         return None
 

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from lib.instants import InstantError, parse_instant
 from runtime.listing import proposal_item
 from runtime.models import Proposal
-from runtime.registry import store
+from runtime.registry import get_registry
 from schedules.pausing import OTHER_DOORS, PauseView, pause_loop, resume_loop
 from schedules.triggering import trigger_loop
 
@@ -42,7 +42,7 @@ class LoopPauseView(DecisionView):
     @openapi.loop_pause
     def post(self, request, name: str):
         note, until = _pause_body(request)
-        pause = pause_loop(name, registry=store.current(), note=note, until=until, **self.decided_by(request))
+        pause = pause_loop(name, registry=get_registry(), note=note, until=until, **self.decided_by(request))
         shown = PauseView(pause.paused_by.get_username(), pause.paused_at, pause.note, pause.until).as_json()
         return Response({"loop": name, "paused": shown, "otherDoors": OTHER_DOORS})
 
@@ -51,7 +51,7 @@ class LoopResumeView(DecisionView):
     @openapi.loop_resume
     def post(self, request, name: str):
         note = decision_note(request)
-        covered = resume_loop(name, registry=store.current(), note=note, **self.decided_by(request))
+        covered = resume_loop(name, registry=get_registry(), note=note, **self.decided_by(request))
         return Response({"loop": name, "paused": None, "coveredSlots": covered})
 
 
@@ -74,7 +74,7 @@ def _trigger_body(request) -> dict:
 class LoopTriggerView(DecisionView):
     @openapi.loop_trigger
     def post(self, request, name: str):
-        done = trigger_loop(name, registry=store.current(), **_trigger_body(request), **self.decided_by(request))
+        done = trigger_loop(name, registry=get_registry(), **_trigger_body(request), **self.decided_by(request))
         answer = done.as_json()
         if done.proposal is not None:
             answer["proposal"] = proposal_item(Proposal.objects.select_related("event", "decided_by").get(pk=done.proposal.pk))

@@ -22,7 +22,7 @@ from lib.refusals import Refused
 from runtime import clock
 from runtime.listing import ProposalItems, event_item, proposal_item, run_item
 from runtime.models import Event, Proposal, ProposalStatus, Run, RunStatus
-from runtime.registry import store
+from runtime.registry import get_registry
 from runtime.services.approval import approve_proposal, reject_proposal
 from runtime.services.interrupted import close_run, retry_run
 from runtime.services.previews import request_preview
@@ -251,7 +251,7 @@ class ProposalPreview(DecisionView):
         empty_body(request, "asking for a preview")
         proposal_id = row_id(id, "proposal")
         asked = self.decided_by(request)
-        request_preview(proposal_id, registry=store.current(), **asked)
+        request_preview(proposal_id, registry=get_registry(), **asked)
         return Response({"proposal": proposal_item(_proposal(proposal_id))}, status=202)
 
 

@@ -21,7 +21,7 @@ from django.template.response import TemplateResponse
 
 from runtime import clock
 from runtime.models import Proposal, ProposalStatus
-from runtime.registry import Registry, RegistryInvalid, store
+from runtime.registry import Registry, RegistryInvalid, get_registry
 from schedules.names import loop_index
 from schedules.overview import schedules_overview
 from schedules.pausing import CONTROL_PERMISSION, paused_loops
@@ -87,7 +87,7 @@ def dashboard_context(request) -> dict:
     now = clock.database_now()
     status = collect_status(now=now)
     try:
-        registry = store.current()
+        registry = get_registry()
     except RegistryInvalid:
         registry = None
     flags = doctor_flags(status, expired_lease_loops(status))

@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from runtime import clock
-from runtime.registry import RegistryInvalid, store
+from runtime.registry import RegistryInvalid, get_registry
 from runtime.services.approval import APPROVE_PERMISSION
 from schedules.pausing import CONTROL_PERMISSION, NOTE_MAX_LENGTH, OTHER_DOORS, PauseRefused, pause_loop, resume_loop
 from schedules.triggering import TriggerRefused, trigger_loop
@@ -82,7 +82,7 @@ def pause_loops(request):
             "note": note, "until": until, "until_words": dict(UNTIL_CHOICES)[until], "effect": PAUSE_EFFECT,
             "other_doors": OTHER_DOORS, "next": back, "note_max_length": NOTE_MAX_LENGTH,
         })
-    registry = store.current()
+    registry = get_registry()
     now = clock.database_now()
     ends = now + timedelta(seconds=int(until)) if until else None
     done = []
@@ -100,7 +100,7 @@ def pause_loops(request):
 def resume_loops(request):
     """``POST /dashboard/resume/``: lift each named loop's pause."""
     _check(request)
-    registry, now = store.current(), clock.database_now()
+    registry, now = get_registry(), clock.database_now()
     back = _next(request, reverse("web:dashboard"))
     for name in _loops(request):
         try:
@@ -119,7 +119,7 @@ def trigger(request, name: str):
     page = reverse("web:loop", args=[name])
     try:
         done = trigger_loop(
-            name, registry=store.current(), user=request.user, now=clock.database_now(), via="web",
+            name, registry=get_registry(), user=request.user, now=clock.database_now(), via="web",
             key=request.POST.get("key") or None, note=request.POST.get("note", ""),
             request_id=request.POST.get("request_id") or None,
         )

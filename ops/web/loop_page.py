@@ -19,7 +19,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from runtime import clock
-from runtime.registry import RegistryInvalid, store
+from runtime.registry import RegistryInvalid, get_registry
 from runtime.services.approval import APPROVE_PERMISSION
 from schedules.models import ScheduleState
 from schedules.overview import due_keys, schedules_overview
@@ -114,7 +114,7 @@ def loop_page(request, name: str):
     """``GET /loops/<name>/`` (staff only, through the admin's login)."""
     base = {**admin.site.each_context(request), "is_nav_sidebar_enabled": False}
     try:
-        registry = store.current()
+        registry = get_registry()
     except RegistryInvalid as exc:
         return TemplateResponse(request, "ops/loop_missing.html", {
             **base, "title": "No registry", "name": name, "detail": f"no registry is in force: {exc}",
@@ -150,7 +150,7 @@ def loop_live(request, name: str):
     (``?since=`` and ``?before=`` as the page's). A loop no longer declared, or no registry in
     force, is a plain 404 or 503 that htmx does not swap: the page keeps what it shows."""
     try:
-        registry = store.current()
+        registry = get_registry()
     except RegistryInvalid:
         return HttpResponse("no registry is in force", content_type="text/plain", status=503)
     loop = registry.loops.get(name)

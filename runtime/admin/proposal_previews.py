@@ -23,7 +23,7 @@ from runtime import clock
 from runtime.models import Proposal, ProposalStatus
 from runtime.plan_text import what_it_does
 from runtime.preview_text import definition_in_force, preview_age_seconds, preview_item, would_do
-from runtime.registry import store
+from runtime.registry import get_registry
 from runtime.services.approval import APPROVE_PERMISSION
 from runtime.services.previews import PreviewRefused, request_preview, waiting_previews
 
@@ -106,7 +106,7 @@ def ask_preview_view(request, proposal_id: int):
     now = clock.database_now()
     said = refused = ""
     try:
-        request_preview(proposal_id, user=request.user, now=now, registry=store.current(), via="admin")
+        request_preview(proposal_id, user=request.user, now=now, registry=get_registry(), via="admin")
         said = "Preview asked for: a worker runs the dry run within seconds; nothing changes."
     except PreviewRefused as exc:
         refused = f"Not asked: {exc.detail}."

@@ -8,7 +8,7 @@ mtime, size); a reload whose bytes did not change costs only reading them, since
 
 ``refresh()`` looks at the files every time it is called (the slot loop, once an
 iteration; the doctor and the commands, once each). ``get_registry()`` — the hot paths:
-every intake request, admission, the worker — looks at most once every
+every intake request, admission, the worker, the web pages and the API — looks at most once every
 ``CHANGE_CHECK_SECONDS`` per process, and ``current()`` never does (it only loads the
 first registry), so a request does not walk the registry directory.
 

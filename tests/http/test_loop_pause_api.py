@@ -1,5 +1,7 @@
 """POST /api/loops/{name}/pause and /resume (docs/api.md; docs/schedules.md, "Pausing a loop")."""
 
+import sys
+
 import pytest
 import time_machine
 from django.contrib.auth.models import Permission
@@ -105,3 +107,16 @@ def test_trigger_refusals_answer_with_their_codes(carol_token, victor_token):
     tick("2026-11-30T21:00:05Z")
     status, body = post("/api/loops/heartbeat/trigger", carol_token, {}, "2026-11-30T21:07:00Z")
     assert (status, body["error"]) == (409, "previous_run_in_flight")
+
+
+def test_the_api_judges_a_pause_by_the_registry_on_disk_not_the_one_its_process_loaded_first(carol_token, settings, monkeypatch):
+    # The web and API processes look at the files as intake does (at most once every
+    # CHANGE_CHECK_SECONDS, here every request): the CLI and the API refuse alike.
+    monkeypatch.setattr(sys.modules["runtime.registry.store"], "CHANGE_CHECK_SECONDS", 0.0)
+    assert post("/api/loops/heartbeat/pause", carol_token, {"note": "x"})[0] == 200
+    assert post("/api/loops/heartbeat/resume", carol_token, {})[0] == 200
+    (settings.FACTORY_CONFIG_DIR / "schedule.yaml").write_text(HOURLY_HEARTBEAT + "    enabled: false\n")
+    assert post("/api/loops/heartbeat/pause", carol_token, {"note": "x"}) == (
+        409, {"error": "loop_disabled", "detail": "heartbeat is disabled in the registry: there is nothing to pause"})
+    (settings.FACTORY_CONFIG_DIR / "schedule.yaml").write_text(HOURLY_HEARTBEAT)
+    assert post("/api/loops/heartbeat/pause", carol_token, {"note": "x"})[0] == 200
