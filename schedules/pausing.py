@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 
 from lib.calendar import loop_rule
 from lib.instants import format_instant
+from lib.notes import check_note
 from lib.refusals import Refused
 from runtime.models import Actor
 from runtime.registry import Loop, Registry
@@ -36,8 +37,6 @@ from .models import LoopChange, LoopChangeKind, LoopPause, ScheduleState, Schedu
 logger = logging.getLogger(__name__)
 
 CONTROL_PERMISSION = "schedules.control_loop"
-#: The longest note of a pause or a resume, in characters: journaled and shown on the loop's page.
-NOTE_MAX_LENGTH = 2000
 #: What a pause does to events of the loop's type from other doors: said by the CLI and the docs.
 OTHER_DOORS = (
     "events of the loop's type from other doors (the bridge, inject, GitHub) are still admitted "
@@ -64,18 +63,6 @@ def check_control_permission(user, refusal: type[Refused]) -> None:
     if user is None or not user.is_active or not user.has_perm(CONTROL_PERMISSION):
         name = user.get_username() if user is not None else "nobody"
         raise refusal("permission_denied", f"{name} lacks the control_loop permission")
-
-
-def check_note(note: str, refusal: type[Refused]) -> None:
-    """Raise ``refusal("note_too_long" | "invalid_note", …)`` for a note no journal entry should carry."""
-    if len(note) > NOTE_MAX_LENGTH:
-        raise refusal("note_too_long", f"the note has {len(note)} characters; at most {NOTE_MAX_LENGTH}")
-    if "\x00" in note:
-        raise refusal("invalid_note", "the note holds U+0000 (NUL), which no journal entry can carry")
-    try:
-        note.encode("utf-8")
-    except UnicodeEncodeError:
-        raise refusal("invalid_note", "the note holds a lone surrogate, which is not Unicode text") from None
 
 
 def _loop(registry: Registry, name: str) -> Loop:

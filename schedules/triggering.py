@@ -29,6 +29,7 @@ from django.db import transaction
 from lib.calendar import loop_rule
 from lib.envelope import make_envelope
 from lib.instants import format_instant
+from lib.notes import check_note
 from lib.refusals import Refused
 from runtime.models import ACTIVE_RUN_STATUSES, Actor, Door, Event, Proposal, Run
 from runtime.registry import Loop, Registry
@@ -37,7 +38,7 @@ from runtime.services.journal import entry_values, record_values
 from runtime.services.planning import plan_event, singleton_key
 
 from .models import KeyedSchedule, LoopPause
-from .pausing import check_control_permission, check_note
+from .pausing import check_control_permission
 
 #: A request id: what a form or an API client sends so that a retry admits one event.
 REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")

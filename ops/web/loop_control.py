@@ -25,10 +25,11 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from lib.notes import NOTE_MAX_LENGTH
 from runtime import clock
 from runtime.registry import RegistryInvalid, get_registry
 from runtime.services.approval import APPROVE_PERMISSION
-from schedules.pausing import CONTROL_PERMISSION, NOTE_MAX_LENGTH, OTHER_DOORS, PauseRefused, pause_loop, resume_loop
+from schedules.pausing import CONTROL_PERMISSION, OTHER_DOORS, PauseRefused, pause_loop, resume_loop
 from schedules.triggering import TriggerRefused, trigger_loop
 
 #: How long a pause from the pages lasts: seconds (empty: until resumed) and its words.

@@ -18,12 +18,13 @@ from django.http import HttpResponse, HttpResponseNotFound
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from lib.notes import NOTE_MAX_LENGTH
 from runtime import clock
 from runtime.registry import RegistryInvalid, get_registry
 from runtime.services.approval import APPROVE_PERMISSION
 from schedules.models import ScheduleState
 from schedules.overview import due_keys, schedules_overview
-from schedules.pausing import CONTROL_PERMISSION, NOTE_MAX_LENGTH, OTHER_DOORS
+from schedules.pausing import CONTROL_PERMISSION, OTHER_DOORS
 from schedules.repair import future_last_slots
 from schedules.triggering import new_request_id
 

@@ -12,6 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from lib.notes import NOTE_MAX_LENGTH
 from runtime import clock
 from runtime.models import Proposal, ProposalStatus, Run
 from runtime.plan_text import describe_plan
@@ -19,7 +20,6 @@ from runtime.preview_model import Preview, PreviewStatus
 from runtime.preview_text import preview_item, would_do
 from runtime.services.approval import (
     APPROVE_PERMISSION,
-    NOTE_MAX_LENGTH,
     ApprovalRefused,
     approve_proposal,
     older_pending,

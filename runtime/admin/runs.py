@@ -15,11 +15,12 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from lib.notes import NOTE_MAX_LENGTH
 from runtime import clock
 from runtime.models import TERMINAL_RUN_STATUSES, Event, JournalEntry, Run, RunStatus
 from runtime.plan_text import describe_plan
 from runtime.preview_text import preview_words
-from runtime.services.approval import APPROVE_PERMISSION, NOTE_MAX_LENGTH
+from runtime.services.approval import APPROVE_PERMISSION
 from runtime.services.interrupted import RunDecisionRefused, close_run, retry_run
 
 from .common import (

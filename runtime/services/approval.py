@@ -10,6 +10,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from lib.notes import check_note
 from lib.refusals import Refused
 from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run, RunStatus
 from runtime.preview_model import Preview
@@ -23,7 +24,6 @@ logger = logging.getLogger(__name__)
 APPROVE_PERMISSION = "runtime.approve_proposal"
 #: The longest note an operator may attach to a decision, in characters: it is journaled
 #: with the decision and shown in the inbox.
-NOTE_MAX_LENGTH = 2000
 #: The note a superseded proposal carries; ``superseded_by`` finds them by it.
 SUPERSEDED_NOTE = "superseded by proposal {}"
 
@@ -46,20 +46,6 @@ def _check_permission(user) -> None:
     if user is None or not user.is_active or not user.has_perm(APPROVE_PERMISSION):
         name = user.get_username() if user is not None else "nobody"
         raise ApprovalRefused("permission_denied", f"{name} lacks the approve_proposal permission")
-
-
-def _check_note(note: str, refusal: type[ApprovalRefused]) -> None:
-    if len(note) > NOTE_MAX_LENGTH:
-        raise refusal("note_too_long", f"the note has {len(note)} characters; at most {NOTE_MAX_LENGTH}")
-    if "\x00" in note:
-        # PostgreSQL cannot store U+0000 in text, and no page should serve it: refused on every backend.
-        raise refusal("invalid_note", "the note holds U+0000 (NUL), which no journal entry can carry")
-    if not note.isascii():
-        try:
-            note.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate (JSON's "\ud800") is not Unicode text: no database stores it.
-            raise refusal("invalid_note", "the note holds a lone surrogate, which is not Unicode text") from None
 
 
 def _decision_data(via: str, os_user: str | None, note: str = "", token_label: str = "") -> dict:
@@ -90,7 +76,7 @@ def approve_proposal(
     stays pending) or ``note_too_long``.
     """
     _check_permission(user)
-    _check_note(note, ApprovalRefused)
+    check_note(note, ApprovalRefused)
     try:
         with transaction.atomic():
             updated = Proposal.objects.filter(pk=proposal_id, status=ProposalStatus.PENDING).update(
@@ -185,7 +171,7 @@ def reject_proposal(
     ``note_too_long`` (over ``NOTE_MAX_LENGTH`` characters).
     """
     _check_permission(user)
-    _check_note(note, ApprovalRefused)
+    check_note(note, ApprovalRefused)
     with transaction.atomic():
         updated = Proposal.objects.filter(pk=proposal_id, status=ProposalStatus.PENDING).update(
             status=ProposalStatus.REJECTED, actor=Actor.OPERATOR, decided_by=user, decided_at=now, note=note

@@ -12,9 +12,10 @@ from datetime import datetime
 
 from django.db import transaction
 
+from lib.notes import check_note
 from runtime.models import Actor, Run, RunStatus
 
-from .approval import ApprovalRefused, _check_note, _check_permission, _decision_data
+from .approval import ApprovalRefused, _check_permission, _decision_data
 from .idempotency import release_idempotency_key
 from .journal import record
 
@@ -91,7 +92,7 @@ def close_run(
     ``not_interrupted``, ``note_too_long``.
     """
     _refused_as_run_decision(user)
-    _check_note(note, RunDecisionRefused)
+    check_note(note, RunDecisionRefused)
     with transaction.atomic():
         run = _interrupted_run(run_id)
         _moved(run, Run.objects.filter(pk=run.pk, status=RunStatus.INTERRUPTED).update(

@@ -113,6 +113,8 @@ def test_the_refusals(registry_files, controller, viewer):
         (lambda: pause(controller, "2026-11-30T21:05:00Z", note="  "), "note_required", 400),
         (lambda: pause(controller, "2026-11-30T21:05:00Z", note="x" * 2001), "note_too_long", 400),
         (lambda: pause(controller, "2026-11-30T21:05:00Z", note="a\x00b"), "invalid_note", 400),
+        (lambda: pause(controller, "2026-11-30T21:05:00Z", note="\x1b]0;pwned\x07"), "invalid_note", 400),
+        (lambda: resume(controller, "2026-11-30T21:05:00Z", note="\x1b[2J"), "invalid_note", 400),
         (lambda: pause(controller, "2026-11-30T21:05:00Z", until="2026-11-30T21:05:00Z"), "until_in_past", 400),
         (lambda: resume(controller, "2026-11-30T21:05:00Z"), "not_paused", 409),
     ]

@@ -267,6 +267,15 @@ def test_a_note_with_a_nul_is_refused_and_the_proposal_stays_pending(proposals, 
     assert proposal.status == "pending"
 
 
+def test_a_note_with_an_escape_sequence_is_refused_and_the_proposal_stays_pending(proposals, alice_token):
+    proposal = proposals[1]
+    assert error(post(f"/api/proposals/{proposal.pk}/approve", alice_token, {"note": "ok \u001b[31mred"})) == (
+        400, {"error": "invalid_note",
+              "detail": "the note holds the control character U+001B: write plain text (tabs and line breaks are kept)"})
+    proposal.refresh_from_db()
+    assert proposal.status == "pending"
+
+
 def test_a_body_over_the_upload_limit_is_a_json_413(proposals, alice_token, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     assert error(post(f"/api/proposals/{proposals[1].pk}/approve", alice_token, {"note": "x" * 1500})) == (
