@@ -37,7 +37,7 @@ def add_parsers(sub, as_json: dict) -> None:
     pause = sub.add_parser("pause", help="stop a loop's slots until resumed (runtime state, journaled)")
     pause.add_argument("loop", help="the loop's name (see `schedule list`)")
     pause.add_argument("--note", required=True, help="why (required; at most 2,000 characters)")
-    pause.add_argument("--until", help="resume by itself at this instant (RFC 3339 with an offset)")
+    pause.add_argument("--until", help="resume by itself at this instant (RFC 3339 with an offset; at most 30 days ahead)")
     pause.add_argument("--as", dest="username", required=True, help="the operator (needs control_loop)")
     pause.add_argument("--json", **as_json)
     add_local_argument(pause, argparse.SUPPRESS)

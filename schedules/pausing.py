@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 CONTROL_PERMISSION = "schedules.control_loop"
 #: What a pause does to events of the loop's type from other doors: said by the CLI and the docs.
+#: How far ahead a pause's ``until`` may lie, in days: a stop longer than this is a registry
+#: change (disable the loop), reviewed as spec §10 asks, not a pause nobody would notice.
+UNTIL_MAX_DAYS = 30
 OTHER_DOORS = (
     "events of the loop's type from other doors (the bridge, inject, GitHub) are still admitted "
     "and planned as any other door's event: watched"
@@ -47,11 +50,12 @@ OTHER_DOORS = (
 class PauseRefused(Refused):
     """A pause or resume that may not be taken: ``code`` is ``permission_denied`` (403),
     ``unknown_loop`` (404), ``already_paused``, ``not_paused`` or ``loop_disabled`` (409),
-    ``note_required``, ``note_too_long``, ``invalid_note`` or ``until_in_past`` (400)."""
+    ``note_required``, ``note_too_long``, ``invalid_note``, ``until_in_past`` or ``until_too_far`` (400)."""
 
     STATUS = {
         "permission_denied": 403, "unknown_loop": 404, "already_paused": 409, "not_paused": 409,
         "loop_disabled": 409, "note_required": 400, "note_too_long": 400, "invalid_note": 400, "until_in_past": 400,
+        "until_too_far": 400,
     }
 
     def __init__(self, code: str, detail: str):
@@ -101,7 +105,7 @@ def pause_loop(
 ) -> LoopPause:
     """Pause the enabled loop ``name`` as ``user`` (who needs ``control_loop``) at ``now``,
     with a required ``note`` and an optional ``until`` (after ``now``) when the slot loop
-    resumes it by itself. Raises ``PauseRefused``."""
+    resumes it by itself, at most ``UNTIL_MAX_DAYS`` ahead. Raises ``PauseRefused``."""
     check_control_permission(user, PauseRefused)
     loop = _loop(registry, name)
     note = note.strip()
@@ -109,7 +113,10 @@ def pause_loop(
         raise PauseRefused("note_required", "a pause needs a note saying why the loop is paused")
     check_note(note, PauseRefused)
     if until is not None and until <= now:
-        raise PauseRefused("until_in_past", f"--until {format_instant(until)} is not after now ({format_instant(now)})")
+        raise PauseRefused("until_in_past", f"until {format_instant(until)} is not after now ({format_instant(now)})")
+    if until is not None and until > now + timedelta(days=UNTIL_MAX_DAYS):
+        raise PauseRefused("until_too_far", f"until {format_instant(until)} is more than {UNTIL_MAX_DAYS} days ahead: "
+                                            "to stop a loop for longer, disable it in the registry")
     if not loop.enabled:
         raise PauseRefused("loop_disabled", f"{name} is disabled in the registry: there is nothing to pause")
     data = _data(name, note, via, os_user, token_label)

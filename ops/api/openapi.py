@@ -90,6 +90,8 @@ BAD_FILTER = {400: refusal("`invalid_filter`: a status not in the enum, or a loo
                            "whole number in its range"),
               404: refusal("`not_found`: a page past the last one")}
 NO_NUL = "^[^\\u0000]*$"
+#: A note's text (lib.notes): no control character but tab, line feed and carriage return.
+NOTE_TEXT = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$"
 LOOP = OpenApiParameter("loop", {"type": "string", "maxLength": 63, "pattern": NO_NUL}, description="only this loop's")
 ID = OpenApiParameter("id", {"type": "integer", "minimum": 1}, OpenApiParameter.PATH,
                       description="the row's id; anything else is 404 `not_found`")
@@ -102,7 +104,7 @@ def _status(choices: list[str]) -> OpenApiParameter:
 #: A decision's body: ``{}`` or ``{"note": text}``, nothing else (400 ``invalid_body``).
 NOTE_BODY = {
     "type": "object", "additionalProperties": False,
-    "properties": {"note": {"type": "string", "maxLength": 2000, "description": "journaled with the decision"}},
+    "properties": {"note": {"type": "string", "pattern": NOTE_TEXT, "maxLength": 2000, "description": "journaled with the decision"}},
 }
 
 
@@ -114,7 +116,7 @@ def decision(operation_id: str, summary: str, ok, refusals: dict, *, request=NOT
         operation_id=operation_id, summary=summary, tags=["decisions"], request=request, parameters=[ID],
         responses={200: ok, **COMMON, **refusals,
                    400: refusal("`invalid_body` (anything but {} or {\"note\": text}), `note_too_long` "
-                                "(over 2,000 characters), `invalid_note` (a NUL or a lone surrogate in it), `parse_error` (not strict JSON: a key twice counts), "
+                                "(over 2,000 characters), `invalid_note` (a control character or a lone surrogate in it), `parse_error` (not strict JSON: a key twice counts), "
                                 "`bad_request` (the body ended before its Content-Length)"),
                    408: refusal("`request_timeout`: the body did not arrive within FACTORY_HTTP_READ_SECONDS"),
                    413: refusal("`payload_too_large`: a body over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)"),
@@ -179,7 +181,7 @@ LOOP_NAME = OpenApiParameter("name", {"type": "string", "maxLength": 63, "patter
 PAUSE_BODY = {
     "type": "object", "additionalProperties": False, "required": ["note"],
     "properties": {
-        "note": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "why: journaled and shown"},
+        "note": {"type": "string", "pattern": NOTE_TEXT, "minLength": 1, "maxLength": 2000, "description": "why: journaled and shown"},
         "until": {"type": "string", "format": "date-time", "description": "resume by itself then (RFC 3339 with an offset)"},
     },
 }
@@ -190,7 +192,7 @@ def loop_control(operation_id: str, summary: str, ok, body: dict, conflicts: str
         operation_id=operation_id, summary=summary, tags=["decisions"], request={"application/json": body},
         parameters=[LOOP_NAME],
         responses={200: ok, **COMMON,
-                   400: refusal(bad + ", `invalid_note` (a NUL or a lone surrogate), `parse_error`, `bad_request`"),
+                   400: refusal(bad + ", `invalid_note` (a control character or a lone surrogate), `parse_error`, `bad_request`"),
                    403: refusal("`permission_denied` (no control_loop, or not staff), `person_required` "
                                 "(FACTORY_API_TOKEN never pauses), `csrf_failed`"),
                    404: refusal("`unknown_loop`: no loop of that name"),
@@ -204,17 +206,17 @@ loop_pause = loop_control(
     "api_loop_pause", "Pause a loop: it fires no slot until resumed or until `until` (docs/schedules.md)",
     LoopPausedSerializer, PAUSE_BODY, "`already_paused`, or `loop_disabled` (disabled in the registry)",
     "`invalid_body` (anything but {note, until?}), `note_required`, `note_too_long` (over 2,000 characters), "
-    "`until_in_past`",
+    "`until_in_past`, `until_too_far` (more than 30 days ahead)",
 )
 loop_resume = loop_control(
     "api_loop_resume", "Resume a paused loop: its current slot fires at the next iteration, with no skips",
     LoopResumedSerializer, NOTE_BODY, "`not_paused`",
-    "`invalid_body` (anything but {} or {\"note\": text}), `note_too_long` (over 2,000 characters)",
+    "`invalid_body` (anything but {} or {\"note\": text}), `note_too_long` (over 2,000 characters), `invalid_note`",
 )
 TRIGGER_BODY = {
     "type": "object", "additionalProperties": False,
     "properties": {
-        "note": {"type": "string", "maxLength": 2000, "description": "why: journaled"},
+        "note": {"type": "string", "pattern": NOTE_TEXT, "maxLength": 2000, "description": "why: journaled"},
         "key": {"type": "string", "description": "the key to run (a keyed loop only, and then required)"},
         "requestId": {"type": "string", "pattern": "^[A-Za-z0-9_-]{8,64}$",
                       "description": "the same id again admits nothing new (200 `duplicate: true`)"},

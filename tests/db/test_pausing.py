@@ -116,6 +116,7 @@ def test_the_refusals(registry_files, controller, viewer):
         (lambda: pause(controller, "2026-11-30T21:05:00Z", note="\x1b]0;pwned\x07"), "invalid_note", 400),
         (lambda: resume(controller, "2026-11-30T21:05:00Z", note="\x1b[2J"), "invalid_note", 400),
         (lambda: pause(controller, "2026-11-30T21:05:00Z", until="2026-11-30T21:05:00Z"), "until_in_past", 400),
+        (lambda: pause(controller, "2026-11-30T21:05:00Z", until="2026-12-30T21:05:01Z"), "until_too_far", 400),
         (lambda: resume(controller, "2026-11-30T21:05:00Z"), "not_paused", 409),
     ]
     for call, code, status in cases:
@@ -181,12 +182,12 @@ def test_the_commands_pause_and_resume_with_the_os_user_and_refuse_with_exit_2(r
     registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
     out = StringIO()
     with time_machine.travel(at("2026-11-30T21:05:00Z"), tick=False):
-        call_command("schedule", "pause", "heartbeat", "--note", "agent failing", "--until", "2026-12-31T00:00:00Z",
+        call_command("schedule", "pause", "heartbeat", "--note", "agent failing", "--until", "2026-12-24T00:00:00Z",
                      "--as", "carol", stdout=out)
-    assert "paused heartbeat until 2026-12-31T00:00:00Z" in out.getvalue()
+    assert "paused heartbeat until 2026-12-24T00:00:00Z" in out.getvalue()
     assert "still admitted and planned as any other door's event: watched" in out.getvalue()
     (entry,) = journal("loop_paused")
-    assert (entry[0], entry[1], entry[2]["via"], entry[2]["until"]) == ("operator", "carol", "cli", "2026-12-31T00:00:00Z")
+    assert (entry[0], entry[1], entry[2]["via"], entry[2]["until"]) == ("operator", "carol", "cli", "2026-12-24T00:00:00Z")
     assert entry[2]["osUser"]
     err = StringIO()
     with pytest.raises(SystemExit) as exited, time_machine.travel(at("2026-11-30T22:00:00Z"), tick=False):
@@ -260,3 +261,8 @@ def test_a_resume_fires_even_when_a_sync_that_saw_the_pause_recorded_the_fingerp
     ScheduleSync.objects.create(name=SYNC_NAME, fingerprint=loops_fingerprint(store.current()), synced_at=at("2026-11-30T22:30:00Z"))
     report = tick("2026-11-30T22:30:01Z")
     assert [(t.event_id, t.skipped_slots) for t in report.ticks] == [("clock:heartbeat:2026-11-30T22:00:00Z", 0)]
+
+
+def test_an_until_exactly_thirty_days_ahead_is_taken(registry_files, controller):
+    registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
+    assert pause(controller, "2026-11-30T21:05:00Z", until="2026-12-30T21:05:00Z").until == at("2026-12-30T21:05:00Z")

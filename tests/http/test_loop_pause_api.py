@@ -74,6 +74,11 @@ def test_the_refusals(carol_token, victor_token):
     assert post("/api/loops/heartbeat/pause", carol_token, {"note": "x", "extra": 1})[1]["error"] == "invalid_body"
     assert post("/api/loops/heartbeat/pause", carol_token, {"note": "x", "until": "tomorrow"})[1]["error"] == "invalid_body"
     assert post("/api/loops/heartbeat/resume", carol_token, {}) == (409, {"error": "not_paused", "detail": "heartbeat is not paused"})
+    assert post("/api/loops/heartbeat/pause", carol_token, {"note": "x", "until": "2026-11-30T21:05:00Z"}) == (
+        400, {"error": "until_in_past", "detail": "until 2026-11-30T21:05:00Z is not after now (2026-11-30T21:05:00Z)"})
+    assert post("/api/loops/heartbeat/pause", carol_token, {"note": "x", "until": "9999-12-31T00:00:00Z"}) == (
+        400, {"error": "until_too_far", "detail": "until 9999-12-31T00:00:00Z is more than 30 days ahead: "
+                                                  "to stop a loop for longer, disable it in the registry"})
     assert post("/api/loops/reaper/pause", carol_token, {"note": "x"})[0:1] == (409,)
     assert not LoopPause.objects.exists()
 
