@@ -22,7 +22,7 @@ from django.db.models.functions import Coalesce
 
 from lib.cadence import CadenceError, parse_every
 from lib.instants import InstantError, format_instant, parse_instant
-from runtime.models import Door, Event, Proposal, ProposalStatus, Run, RunStatus
+from runtime.models import TRIGGERED_LANE, Door, Event, Proposal, ProposalStatus, Run, RunStatus
 from runtime.registry import Registry
 
 from .earning_evidence import EARNED, criteria, earn_window, gather, verdict
@@ -131,8 +131,9 @@ def earning_report(registry: Registry, name: str, *, since: datetime, now: datet
     event_type = registry.event_types.get(loop.event_type)
     definition = registry.definitions.get(event_type.target) if event_type else None
     ticks = Event.objects.filter(loop=name, door=Door.SCHEDULE, admitted_at__gte=since, admitted_at__lte=now)
-    proposals = Proposal.objects.filter(loop=name, created_at__gte=since, created_at__lte=now)
-    runs = Run.objects.filter(loop=name, queued_at__gte=since, queued_at__lte=now)
+    # A loop run once now is not the loop's own evidence (docs/schedules.md, "Running a loop once now").
+    proposals = Proposal.objects.filter(loop=name, created_at__gte=since, created_at__lte=now).exclude(event__door=Door.OPERATOR)
+    runs = Run.objects.filter(loop=name, queued_at__gte=since, queued_at__lte=now).exclude(lane=TRIGGERED_LANE)
     took = [
         (finished - started).total_seconds()
         for started, finished in runs.filter(

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db.models import Count, OuterRef, Subquery
 
 from lib.instants import format_instant
-from runtime.models import Actor, Event, Proposal, ProposalStatus, Run, RunStatus
+from runtime.models import TRIGGERED_LANE, Actor, Door, Event, Proposal, ProposalStatus, Run, RunStatus
 from runtime.registry import Registry
 from schedules.history import Gap, unwatched
 from schedules.models import ScheduleState
@@ -96,14 +96,14 @@ def gather(names: list[str], *, since: datetime, now: datetime) -> dict[str, Loo
     for name, slot in ScheduleState.objects.filter(loop__in=names).annotate(first=Subquery(first)).values_list("loop", "first"):
         facts[name].first_slot = slot
     runs = (
-        Run.objects.filter(loop__in=names, queued_at__gte=since, queued_at__lte=now).order_by()
+        Run.objects.filter(loop__in=names, queued_at__gte=since, queued_at__lte=now).exclude(lane=TRIGGERED_LANE).order_by()
         .values_list("loop", "status", "actor").annotate(n=Count("id"))
     )
     for name, status, actor, n in runs:
         facts[name].runs[status, actor] += n
     rejected = (
         Proposal.objects.filter(loop__in=names, created_at__gte=since, created_at__lte=now, status=ProposalStatus.REJECTED)
-        .order_by().values_list("loop").annotate(n=Count("id"))
+        .exclude(event__door=Door.OPERATOR).order_by().values_list("loop").annotate(n=Count("id"))
     )
     for name, n in rejected:
         facts[name].rejected = n

@@ -282,9 +282,15 @@ class Run(models.Model):
         return f"run {self.pk} ({self.definition}, {self.status})"
 
 
+#: The lane of every run a person asked for with "run once now": apart from its loop's ticks.
+TRIGGERED_LANE = "door:operator"
+
+
 def run_lane(loop: str | None, door: str) -> str:
-    """The queue lane of a run of ``loop`` (None for a non-tick) whose event came through ``door``."""
-    return f"loop:{loop}" if loop else f"door:{door}"
+    """The queue lane of a run of ``loop`` (None for an event of no loop) whose event came
+    through ``door``: a tick's run queues in its loop's lane, any other in its door's
+    (``TRIGGERED_LANE`` for a loop run once now; docs/schedules.md, "Running a loop once now")."""
+    return f"loop:{loop}" if loop and door == Door.SCHEDULE else f"door:{door}"
 
 
 class QueueLane(models.Model):

@@ -142,10 +142,16 @@ def trigger_loop(
 
 def _again(event: Event, key: str | None) -> Trigger:
     """The answer to a request id seen before: its event and proposal, if it was the same trigger."""
-    if event.payload.get("key") != key:
-        raise TriggerRefused("request_id_reused", f"request id of {event.uid} was used for another key")
+    used = event.payload.get("key")
+    if used != key:
+        raise TriggerRefused("request_id_reused", f"the request id of {event.uid} was used with {_key_words(used)}, "
+                                                  f"not with {_key_words(key)}")
     proposal = Proposal.objects.filter(event=event).first()
     return Trigger(event, proposal, event.planning_outcome or "", event.planning_reason, duplicate=True)
+
+
+def _key_words(key: str | None) -> str:
+    return f"the key {key!r}" if key is not None else "no key"
 
 
 def _triggerable(registry: Registry, name: str, key: str | None) -> tuple[Loop, int | None]:

@@ -224,22 +224,38 @@ def loop_and_keys(event: Event, registry: Registry) -> tuple[str, str | None] | 
     return idempotency_key(event, registry.definitions[event_type.target]), single
 
 
+def loop_name_of(event: Event) -> str | None:
+    """The loop ``event`` belongs to: a tick's own, the loop a person ran once now (door
+    ``operator``, in the payload: ``schedules.triggering``), else None. Pure."""
+    if event.is_tick:
+        return event.loop
+    if event.door == Door.OPERATOR:
+        return event.payload.get("loop")
+    return None
+
+
+def loop_key_of(event: Event) -> str | None:
+    """The key of a keyed loop's ``event`` (as ``loop_name_of``), else None. Pure."""
+    if event.is_tick:
+        return event.loop_key
+    if event.door == Door.OPERATOR:
+        return event.payload.get("key")
+    return None
+
+
 def singleton_of(event: Event, registry: Registry) -> tuple[bool, str | None]:
     """``(known, singleton key or None)``: whether the loop ``event`` belongs to is in
     ``registry`` (an event of no loop: True), and the key its runs share when that loop is
     a singleton. A tick belongs to its loop; so does a person's "run once now" (door
     ``operator``, its loop and key in the payload: ``schedules.triggering``), which holds
     the loop's singleton as a tick would (docs/schedules.md, "Running a loop once now")."""
-    if event.is_tick:
-        name, key = event.loop, event.loop_key
-    elif event.door == Door.OPERATOR:
-        name, key = event.payload.get("loop"), event.payload.get("key")
-    else:
+    name = loop_name_of(event)
+    if name is None:
         return True, None
     loop = registry.loops.get(name)
     if loop is None:
         return False, None
-    return True, singleton_key(loop.name, key) if loop.singleton else None
+    return True, singleton_key(loop.name, loop_key_of(event)) if loop.singleton else None
 
 
 def _ended(outcome: PlanningOutcome, reason: str, data: dict | None = None) -> Decision:
@@ -275,7 +291,7 @@ def decide(event: Event, registry: Registry, *, held: Callable[[str], bool],
     if event_type is None:
         return _ended(PlanningOutcome.REFUSED, "unregistered_type")
     definition = registry.definitions[event_type.target]
-    loop = registry.loops.get(event.loop) if event.is_tick else None
+    loop = registry.loops.get(loop_name_of(event))
     known, single = singleton_of(event, registry)
     if not known:
         return _ended(PlanningOutcome.REFUSED, "unknown_loop", {"loop": event.loop or event.payload.get("loop")})
@@ -310,7 +326,7 @@ def proposal_fields(event: Event, decision: Decision, registry: Registry, now: d
     return {
         "idempotency_key": decision.key,
         "loop": loop.name if loop else None,
-        "loop_key": event.loop_key if loop else None,
+        "loop_key": loop_key_of(event) if loop else None,
         "catch_up": loop.catch_up if loop else "",
         "singleton_key": decision.single,
         "barrier": decision.definition.barrier,

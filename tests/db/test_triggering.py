@@ -6,10 +6,11 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
 
+from ops.earning_evidence import gather
 from runtime.models import Door, Event, JournalEntry, Proposal, Run, RunStatus
 from runtime.registry import store
 from runtime.services.admission import AdmissionRefused, admit_event
-from runtime.services.approval import ApprovalRefused, approve_proposal
+from runtime.services.approval import ApprovalRefused, approve_proposal, older_pending, superseded_by
 from schedules.pausing import pause_loop
 from schedules.triggering import TriggerRefused, trigger_loop
 from tests.conftest import at
@@ -56,8 +57,9 @@ def test_a_trigger_admits_the_current_slots_tick_payload_through_the_operator_do
     assert (done.duplicate, done.outcome, done.reason) == (False, "PROPOSED", "")
     proposal = Proposal.objects.get(event=event)
     assert done.proposal.pk == proposal.pk
-    assert (proposal.status, proposal.loop, proposal.singleton_key, proposal.idempotency_key) == (
-        "pending", None, "reaper", "eventId:manual:reaper:0123456789abcdef")
+    # The proposal is the loop's (its lists, filters and counts find it), as its tick's would be.
+    assert (proposal.status, proposal.loop, proposal.loop_key, proposal.catch_up, proposal.singleton_key,
+            proposal.idempotency_key) == ("pending", "reaper", None, "none", "reaper", "eventId:manual:reaper:0123456789abcdef")
     assert journal("loop_triggered") == [("operator", "carol", {
         "loop": "reaper", "eventId": "manual:reaper:0123456789abcdef", "via": "cli", "note": "fixed the claims dir",
     })]
@@ -144,9 +146,15 @@ def test_a_keyed_loop_is_triggered_for_one_of_its_keys(registry_files, controlle
     assert done.event.payload["key"] == "acme"
     assert done.event.payload["slot"] == "2026-12-06T07:01:00Z"
     assert (done.event.subject, done.proposal.singleton_key, done.outcome) == ("acme", "customer-digest acme", "PROPOSED")
+    assert (done.proposal.loop, done.proposal.loop_key) == ("customer-digest", "acme")
     with pytest.raises(TriggerRefused) as caught:
         trigger(controller, "2026-12-06T07:02:00Z", loop="customer-digest", key="other-key")
-    assert caught.value.code == "request_id_reused"
+    assert (caught.value.code, caught.value.detail) == (
+        "request_id_reused", f"the request id of {done.event.uid} was used with the key 'acme', not with the key 'other-key'")
+    with pytest.raises(TriggerRefused) as caught:
+        trigger(controller, "2026-12-06T07:02:00Z", loop="customer-digest", key=None)
+    assert (caught.value.code, caught.value.detail) == (
+        "request_id_reused", f"the request id of {done.event.uid} was used with the key 'acme', not with no key")
 
 
 def test_no_other_door_may_admit_a_manual_event_id(registry_files):
@@ -181,3 +189,24 @@ def test_schedule_trigger_prints_the_proposal_to_decide_and_exits_2_when_refused
         call_command("schedule", "trigger", "nope", "--as", "carol", stderr=err)
     assert exited.value.code == 2
     assert err.getvalue().strip() == "refused: unknown_loop: no loop named 'nope' in the registry in force"
+
+
+def test_a_triggered_proposal_is_the_loops_in_lists_but_neither_supersedes_nor_is_superseded_nor_counts_as_evidence(
+        registry_files, controller):
+    registry_files.write_config("schedule.yaml", REAPER_ON)
+    tick("2026-12-06T09:00:05Z")
+    done = trigger(controller, "2026-12-06T09:30:00Z")
+    tick("2026-12-06T10:00:05Z")
+    first, second = Proposal.objects.filter(loop="reaper", event__door=Door.SCHEDULE).order_by("id")
+    assert list(Proposal.objects.filter(loop="reaper", status="pending").order_by("id").values_list("pk", flat=True)) == [
+        first.pk, done.proposal.pk, second.pk]
+    assert list(older_pending(done.proposal)) == []
+    approve_proposal(second.pk, user=controller, now=at("2026-12-06T10:01:00Z"), via="cli")
+    statuses = dict(Proposal.objects.values_list("pk", "status"))
+    assert (statuses[first.pk], statuses[done.proposal.pk], statuses[second.pk]) == ("superseded", "pending", "approved")
+    finish_active_runs()
+    run = approve_proposal(done.proposal.pk, user=controller, now=at("2026-12-06T10:02:00Z"), via="cli")
+    assert (run.loop, run.lane, superseded_by(done.proposal)) == ("reaper", "door:operator", [])
+    finish_active_runs()
+    facts = gather(["reaper"], since=at("2026-12-06T08:00:00Z"), now=at("2026-12-06T11:00:00Z"))["reaper"]
+    assert sum(facts.runs.values()) == 1
