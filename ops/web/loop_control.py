@@ -20,7 +20,7 @@ from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponseBadRequest, HttpResponseRedirect
+from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -73,7 +73,10 @@ def pause_loops(request):
     names, note, until = _loops(request), request.POST.get("note", ""), request.POST.get("until", "")
     back = _next(request, reverse("web:dashboard"))
     if until not in dict(UNTIL_CHOICES):
-        return HttpResponseBadRequest("until is one of: " + ", ".join(repr(k) for k, _ in UNTIL_CHOICES))
+        # Only a hand-made form sends another value: say so on the page it came from.
+        messages.error(request, f"Nothing was paused: until={until[:40]!r} is not one of the page's choices "
+                                f"({', '.join(repr(k) for k, _ in UNTIL_CHOICES)}: seconds, or empty for no end).")
+        return HttpResponseRedirect(back)
     if not names:
         messages.warning(request, "No loop was selected: nothing was paused.")
         return HttpResponseRedirect(back)
@@ -92,7 +95,7 @@ def pause_loops(request):
             pause_loop(name, registry=registry, user=request.user, note=note, until=ends, now=now, via="web")
             done.append(name)
         except PauseRefused as exc:
-            messages.error(request, f"{name} was not paused: {exc.code}: {exc.detail}")
+            messages.error(request, f"Did not pause {name}: {exc.code}: {exc.detail}")
     if done:
         messages.success(request, f"Paused {', '.join(done)} {dict(UNTIL_CHOICES)[until]}: no slot fires meanwhile.")
     return HttpResponseRedirect(back)
@@ -110,7 +113,7 @@ def resume_loops(request):
             messages.success(request, f"Resumed {name}: the pause covered {covered} slot(s); "
                                       "its current slot fires at the next iteration, with no skips.")
         except PauseRefused as exc:
-            messages.error(request, f"{name} was not resumed: {exc.code}: {exc.detail}")
+            messages.error(request, f"Did not resume {name}: {exc.code}: {exc.detail}")
     return HttpResponseRedirect(back)
 
 
@@ -125,15 +128,15 @@ def trigger(request, name: str):
             request_id=request.POST.get("request_id") or None,
         )
     except (TriggerRefused, RegistryInvalid) as exc:
-        messages.error(request, f"{name} was not run: {exc}")
+        messages.error(request, f"Did not run {name}: {exc}")
         return HttpResponseRedirect(page)
     if done.proposal is None:
-        messages.warning(request, f"{done.event.uid} was admitted, and planning ended it: {done.outcome} {done.reason}.")
+        messages.warning(request, f"Admitted {done.event.uid}, and planning ended it: {done.outcome} {done.reason}.")
         return HttpResponseRedirect(page)
     if done.duplicate:
         messages.info(request, f"This form was sent before: {done.event.uid} is its event; nothing new was admitted.")
     else:
-        messages.success(request, f"{name} triggered: {done.event.uid} became proposal {done.proposal.pk}.")
+        messages.success(request, f"Triggered {name}: {done.event.uid} became proposal {done.proposal.pk}.")
     if request.user.has_perm(APPROVE_PERMISSION) and done.proposal.status == "pending":
         return HttpResponseRedirect(reverse("admin:runtime_proposal_decide", args=[done.proposal.pk, "approve"]))
     return HttpResponseRedirect(reverse("admin:runtime_proposal_change", args=[done.proposal.pk]))

@@ -87,7 +87,7 @@ def test_the_dashboard_pauses_and_resumes_the_selected_rows_and_says_what_it_cou
     done = client.post("/dashboard/pause/", {"loop": ["heartbeat", "reaper"], "note": "incident 42", "until": "",
                                              "confirm": "yes"}, follow=True)
     assert messages_of(done) == [
-        "heartbeat was not paused: already_paused: heartbeat is already paused",
+        "Did not pause heartbeat: already_paused: heartbeat is already paused",
         "Paused reaper until someone resumes it: no slot fires meanwhile.",
     ]
     row = re.search(r'<tr class="problem" data-loop="reaper">.*?</tr>', done.content.decode(), re.S).group(0)
@@ -103,13 +103,16 @@ def test_the_dashboard_pauses_and_resumes_the_selected_rows_and_says_what_it_cou
 
 def test_bad_pause_forms_are_refused_and_pause_nothing(client, controller, pinned):
     client.force_login(controller)
-    assert client.post("/dashboard/pause/", {"loop": "reaper", "note": "x", "until": "99"}).status_code == 400
+    odd = client.post("/dashboard/pause/", {"loop": "reaper", "note": "x", "until": "99", "confirm": "yes"}, follow=True)
+    assert odd.redirect_chain == [("/dashboard/", 302)]
+    assert messages_of(odd) == ["Nothing was paused: until='99' is not one of the page's choices "
+                                "('', '3600', '14400', '86400', '604800': seconds, or empty for no end)."]
     empty = client.post("/dashboard/pause/", {"note": "x", "until": ""}, follow=True)
     assert messages_of(empty) == ["No loop was selected: nothing was paused."]
     blank = client.post("/dashboard/pause/", {"loop": "reaper", "note": "  ", "until": "", "confirm": "yes",
                                               "next": "https://elsewhere.example/"}, follow=True)
     assert blank.redirect_chain == [("/dashboard/", 302)]
-    assert messages_of(blank) == ["reaper was not paused: note_required: a pause needs a note saying why the loop is paused"]
+    assert messages_of(blank) == ["Did not pause reaper: note_required: a pause needs a note saying why the loop is paused"]
     assert LoopPause.objects.count() == 0
 
 
@@ -124,7 +127,7 @@ def test_run_once_now_takes_an_approver_to_the_confirmation_and_a_double_post_ad
     again = client.post("/loops/reaper/trigger/", form, follow=True)
     assert again.redirect_chain[0] == (f"/admin/runtime/proposal/{proposal.pk}/decide/approve/", 302)
     assert messages_of(again) == [
-        f"reaper triggered: manual:reaper:{request_id} became proposal {proposal.pk}.",
+        f"Triggered reaper: manual:reaper:{request_id} became proposal {proposal.pk}.",
         f"This form was sent before: manual:reaper:{request_id} is its event; nothing new was admitted.",
     ]
     assert "Yes, approve and run" in again.content.decode()
@@ -145,5 +148,5 @@ def test_run_once_now_refused_says_why_on_the_loop_page(client, controller, pinn
     client.post("/dashboard/pause/", {"loop": "reaper", "note": "hold", "until": "", "confirm": "yes"}, follow=True)
     refused = client.post("/loops/reaper/trigger/", {"request_id": "abcdefgh12345678"}, follow=True)
     assert refused.redirect_chain == [("/loops/reaper/", 302)]
-    assert messages_of(refused) == ["reaper was not run: loop_paused: reaper is paused by carol (hold): resume it first"]
+    assert messages_of(refused) == ["Did not run reaper: loop_paused: reaper is paused by carol (hold): resume it first"]
     assert Event.objects.filter(door="operator").count() == 0
