@@ -2,7 +2,9 @@
 (docs/design.md §3, §8, §10)."""
 
 from django.contrib import admin
+from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.text import Truncator
 
 from runtime.models import Event, JournalEntry, OutboxEntry
 
@@ -93,6 +95,17 @@ def chain_column(depths: dict[str, int]):
     return event
 
 
+#: The characters of "via · note" the journal list shows of an entry.
+LIST_NOTE_CHARS = 120
+
+
+def _row_link(kind: str, row) -> str:
+    """``5 approved``, linked to the row's page: the list's short form of a proposal or run."""
+    if row is None:
+        return "—"
+    return format_html("<a href='{}'>{}</a> {}", reverse(f"admin:runtime_{kind}_change", args=[row.pk]), row.pk, row.status)
+
+
 def decision_words(data: dict) -> str:
     """A decision's ``via`` and ``note`` from a journal entry's data: ``via cli · note: checked
     the diff``; ``—`` when it has neither."""
@@ -104,7 +117,7 @@ def decision_words(data: dict) -> str:
 
 @admin.register(JournalEntry)
 class JournalEntryAdmin(ReadOnlyAdmin):
-    list_display = ("id", "at_utc", "action", "actor_view", "decision", "event", "proposal", "run")
+    list_display = ("id", "at_utc", "action", "actor_view", "decision", "event", "proposal_short", "run_short")
     list_filter = ("action", "actor")
     list_select_related = ("event", "proposal", "run")
     search_fields = ("event__uid", "event__correlation_id", "actor_name")
@@ -122,7 +135,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         if correlation is None:
             return self.list_display
         return ("id", "at_utc", chain_column(causation_depths(correlation)), "action", "actor_view", "decision",
-                "proposal", "run")
+                "proposal_short", "run_short")
 
     def changelist_view(self, request, extra_context=None):
         correlation = request.GET.get(CORRELATION_LOOKUP)
@@ -139,7 +152,16 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="via · note")
     def decision(self, entry):
-        return decision_words(entry.data or {})
+        # The list is for scanning: a long note is whole on the entry's own page.
+        return Truncator(decision_words(entry.data or {})).chars(LIST_NOTE_CHARS)
+
+    @admin.display(description="proposal")
+    def proposal_short(self, entry):
+        return _row_link("proposal", entry.proposal)
+
+    @admin.display(description="run")
+    def run_short(self, entry):
+        return _row_link("run", entry.run)
 
     def get_ordering(self, request):
         """A story or a row's entries read oldest first; the whole journal newest first."""

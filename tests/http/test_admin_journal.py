@@ -2,7 +2,9 @@
 
 import pytest
 
-from runtime.models import Event, JournalEntry
+from runtime.models import Actor, Event, JournalEntry
+from runtime.services.journal import record
+from tests.conftest import at
 from tests.helpers import inject, step
 
 pytestmark = pytest.mark.django_db
@@ -35,3 +37,18 @@ def test_a_story_has_a_heading_and_indents_each_event_under_its_cause(fake_agent
     assert caused, events
     assert "<span class='story-depth-0' style='padding-left: 0.0em'>op-1</span>" in body
     assert f"<span class='story-depth-1' style='padding-left: 1.5em'>↳ {caused[0]}</span>" in body
+
+
+def test_the_list_shows_a_long_note_cut_and_a_proposal_or_run_as_its_id_and_status(fake_agents, approver, client):
+    inject("op-1", "factory.work.requested", {"repo": "alpha"})
+    step("2026-11-30T10:00:00Z")
+    proposal = Event.objects.get(uid="op-1").proposal
+    record("proposal_rejected", Actor.OPERATOR, at=at("2026-11-30T10:00:30Z"), actor_name="alice", proposal=proposal,
+           event=proposal.event, data={"via": "cli", "note": "y" * 2000})
+    client.force_login(approver)
+    body = client.get("/admin/runtime/journalentry/", {"action__exact": "proposal_rejected"}).content.decode()
+    assert f'<td class="field-decision">via cli · note: {"y" * 103}…</td>' in body
+    assert (f'<td class="field-proposal_short"><a href=\'/admin/runtime/proposal/{proposal.pk}/change/\'>{proposal.pk}</a> '
+            f'{proposal.status}</td>') in body
+    entry = JournalEntry.objects.get(action="proposal_rejected")
+    assert "y" * 2000 in client.get(f"/admin/runtime/journalentry/{entry.pk}/change/").content.decode()

@@ -1,5 +1,6 @@
 """The pages on any screen (docs/web.md, "Any screen"): at 390 × 844 (a phone) and 1400 × 900 (a
-desk) the dashboard, the pending proposals, a proposal, its confirmation and a run read without
+desk) the dashboard, the pending proposals, a proposal, its confirmation, a run, a loop's page and
+the runs, events and journal lists read without
 sideways scrolling (no element wider than the window) and carry the navigation; on a phone a
 person finds the pending proposal from the navigation, reads it and approves it. Debian's
 headless Chromium against a live ``runserve``; screenshots under ``ARTIFACTS_DIR``."""
@@ -28,6 +29,17 @@ def live(tmp_path_factory):
         yield url, manage
 
 
+def columns_shown(page) -> bool:
+    """No list's columns are cut off inside its own scrolling box (``#changelist .results``)."""
+    return page.evaluate("[...document.querySelectorAll('#changelist .results')].every(e => e.scrollWidth <= e.clientWidth)")
+
+
+def column_widths(page) -> list[str]:
+    """The list's box and each column heading, ``class scrollWidth/clientWidth``: what a failure shows."""
+    return page.evaluate("[...document.querySelectorAll('#changelist .results, #result_list th')]"
+                         ".map(e => e.className + ' ' + e.scrollWidth + '/' + e.clientWidth)")
+
+
 def pending(manage) -> list[dict]:
     return json.loads(manage("proposals", "--status", "pending", "--json"))
 
@@ -43,12 +55,15 @@ def test_the_five_pages_fit_and_carry_the_navigation(browser, live, width):
         "dashboard": "/dashboard/", "pending": "/admin/runtime/proposal/?status__exact=pending",
         "proposal": f"/admin/runtime/proposal/{proposal}/change/",
         "confirmation": f"/admin/runtime/proposal/{proposal}/decide/approve/",
+        "loop": "/loops/reaper/", "runs": "/admin/runtime/run/", "events": "/admin/runtime/event/",
+        "journal": "/admin/runtime/journalentry/",
     }
     if runs:
         paths["run"] = f"/admin/runtime/run/{runs[0]['id']}/change/"
     for name, path in paths.items():
         page.goto(base + path)
         assert fits(page), name
+        assert columns_shown(page), (name, column_widths(page))
         assert page.locator("#ops-nav a").all_inner_texts()[:2] == ["Loops", f"Pending {len(pending(manage))}"], name
         shot(page, name)
     page.context.close()
@@ -118,3 +133,21 @@ def test_a_viewer_reads_why_there_is_no_button_and_a_forged_decision_is_a_styled
     assert page.locator("#ops-nav").count() == 1 and fits(page)
     shot(page, "refused-390")
     page.context.close()
+
+
+@pytest.mark.parametrize("width", [WIDE, NARROW])
+def test_a_note_without_spaces_wraps_instead_of_widening_the_pages(browser, live, width):
+    base, manage = live
+    shot = Shots(f"long-note-{width}")
+    note = "x" * 2000
+    manage("schedule", "pause", "reaper", "--note", note, "--as", OPERATOR[0])
+    try:
+        page = signed_in(browser, base, OPERATOR, width)
+        for name, path in {"loop": "/loops/reaper/", "dashboard": "/dashboard/", "journal": "/admin/runtime/journalentry/"}.items():
+            page.goto(base + path)
+            assert fits(page), (name, page.evaluate("document.documentElement.scrollWidth"))
+            assert columns_shown(page), (name, column_widths(page))
+            shot(page, name)
+        page.context.close()
+    finally:
+        manage("schedule", "resume", "reaper", "--as", OPERATOR[0])
