@@ -128,6 +128,17 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(document, ensure_ascii=False)
 
 
+class RefusalWithoutTraceback(logging.Filter):
+    """Drops the traceback Django attaches to its "Forbidden (Permission denied)" line: a refused
+    request (a forged POST, a viewer's decision URL) is an expected answer, and its one line says
+    which path and person; a 20-line traceback made it read as a crash. The record is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "django.request" and getattr(record, "status_code", None) == 403:
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def formatter_for(name: str) -> logging.Formatter:
     """The formatter of ``FACTORY_LOG_FORMAT`` ``name``; ValueError for any other name."""
     if name == "text":

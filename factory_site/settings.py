@@ -220,7 +220,9 @@ LOGGING = {
         "text": {"()": "factory_site.logs.TextFormatter"},
         "json": {"()": "factory_site.logs.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": FACTORY_LOG_FORMAT}},
+    "filters": {"refusal_without_traceback": {"()": "factory_site.logs.RefusalWithoutTraceback"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": FACTORY_LOG_FORMAT,
+                             "filters": ["refusal_without_traceback"]}},
     "root": {"handlers": ["console"], "level": env.str("FACTORY_LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -106,3 +106,35 @@ def test_gunicorns_access_line_carries_the_answers_request_id(monkeypatch):
         "remote": "127.0.0.1", "method": "GET", "path": "/status", "query": "", "status": 200, "bytes": 12,
         "durationMs": 4.5, "userAgent": "probe", "requestId": "r-1",
     }})]
+
+
+def forbidden(name="django.request", status_code=403) -> logging.LogRecord:
+    try:
+        raise PermissionError("victor lacks the control_loop permission")
+    except PermissionError:
+        exc_info = sys.exc_info()
+    made = logging.getLogger(name).makeRecord(name, logging.WARNING, __file__, 1, "Forbidden (Permission denied): %s",
+                                              ("/dashboard/pause/",), exc_info, extra={"status_code": status_code})
+    made.created, made.process = CREATED, 4242
+    return made
+
+
+def test_a_refused_request_is_one_line_without_its_traceback():
+    line = forbidden()
+    assert logs.RefusalWithoutTraceback().filter(line) is True
+    assert logs.TextFormatter().format(line) == (
+        "2025-11-30T21:00:03.250Z WARNING django.request[4242] Forbidden (Permission denied): /dashboard/pause/ status_code=403")
+
+
+@pytest.mark.parametrize(("name", "status_code"), [("django.request", 500), ("ops.web", 403)])
+def test_any_other_record_keeps_its_traceback(name, status_code):
+    line = forbidden(name, status_code)
+    assert logs.RefusalWithoutTraceback().filter(line) is True
+    assert "Traceback (most recent call last)" in logs.TextFormatter().format(line)
+
+
+def test_the_console_handler_drops_refusals_tracebacks():
+    from django.conf import settings
+
+    assert settings.LOGGING["handlers"]["console"]["filters"] == ["refusal_without_traceback"]
+    assert settings.LOGGING["filters"]["refusal_without_traceback"] == {"()": "factory_site.logs.RefusalWithoutTraceback"}
