@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 
 from lib.text_table import format_table
 
-from .local_times import add_local_argument, localize_output
+from .local_times import add_local_argument, localized_output
 
 MAX_LIMIT = 100_000
 
@@ -48,7 +48,11 @@ class ListingCommand(BaseCommand):
         raise NotImplementedError
 
     def handle(self, *args, **options):
-        localize_output(self, options)
+        with localized_output(self, options):
+            self.write_listing(options)
+
+    def write_listing(self, options: dict) -> None:
+        """The rows ``options`` ask for: ``--json`` items, or a table (``(none)`` for no row)."""
         rows = list(self.queryset(options)[: options["limit"]])
         items = [self.item(row) for row in rows]
         if options["json"]:

@@ -2,11 +2,14 @@
 instant in the host's zone (``TZ``) or in ``ZONE``, with its offset; ``--json`` and the default
 stay RFC 3339 UTC, which scripts read."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.core.management.base import CommandError
 
 from lib.instants import localize_text
+from lib.text_table import cells_shown_as
 
 #: ``--local`` given without a zone: the host's.
 HOST = ""
@@ -34,15 +37,23 @@ class LocalTimes:
         return getattr(self.out, name)
 
 
-def localize_output(command, options: dict) -> None:
-    """When ``--local`` was given (and not ``--json``), make ``command.stdout`` a ``LocalTimes``.
-    Raises ``CommandError`` (exit 2) for a zone this host does not know."""
+@contextmanager
+def localized_output(command, options: dict) -> Iterator[None]:
+    """Within the block, when ``--local`` was given (and not ``--json``), ``command.stdout`` is a
+    ``LocalTimes`` and every table's cells are shown in the zone before they are measured (its
+    columns stay aligned). Raises ``CommandError`` (exit 2) for a zone this host does not know."""
     wanted = options.get("local")
     if wanted is None or options.get("json"):
+        yield
         return
     try:
         zone = ZoneInfo(wanted) if wanted else None
     except (ZoneInfoNotFoundError, ValueError):
         raise CommandError(f"--local {wanted!r}: not a time zone this host knows (an IANA name: Europe/Budapest)",
                            returncode=2) from None
-    command.stdout = LocalTimes(command.stdout, zone)
+    plain, command.stdout = command.stdout, LocalTimes(command.stdout, zone)
+    try:
+        with cells_shown_as(lambda cell: localize_text(cell, zone)):
+            yield
+    finally:
+        command.stdout = plain

@@ -32,3 +32,28 @@ def test_an_unknown_zone_is_refused():
     with pytest.raises(CommandError) as caught:
         call_command("runs", "--local", "Mars/Olympus")
     assert str(caught.value) == "--local 'Mars/Olympus': not a time zone this host knows (an IANA name: Europe/Budapest)"
+
+
+def columns(table: str) -> list[list[int]]:
+    """Where each cell of each line starts: after two or more spaces, or at the line's start."""
+    import re
+
+    return [[0] + [m.end() for m in re.finditer(r" {2,}", line)] for line in table.splitlines()]
+
+
+@pytest.mark.parametrize("command", [("events",), ("schedule", "list"), ("journal",)])
+def test_a_table_in_a_zone_keeps_its_columns_aligned_and_the_next_command_reads_utc_again(registry_files, command):
+    tick("2026-12-06T09:25:05Z")
+    local = run(*command, "--local", "Europe/Budapest")
+    assert "+01:00" in local
+    starts = columns(local)
+    assert all(line == starts[0] for line in starts[1:]), local
+    assert "+01:00" not in run(*command)
+
+
+def test_format_table_measures_the_cells_as_shown():
+    from lib.text_table import cells_shown_as, format_table
+
+    with cells_shown_as(str.upper):
+        assert format_table(["A", "B"], [["xyz", "1"]]) == "A    B\nXYZ  1"
+    assert format_table(["A", "B"], [["xyz", "1"]]) == "A    B\nxyz  1"

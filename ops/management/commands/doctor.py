@@ -20,7 +20,7 @@ from django.db import DatabaseError
 from ops.doctor import collect_status
 from ops.doctor_text import doctor_lines
 from runtime import clock
-from runtime.management.local_times import add_local_argument, localize_output
+from runtime.management.local_times import add_local_argument, localized_output
 
 EXIT_ANOMALY = 1
 
@@ -52,8 +52,8 @@ class Command(BaseCommand):
             }
         as_text = options["text"] or (not options["json"] and self.stdout.isatty())
         if as_text:
-            localize_output(self, {"local": options["local"]})
-            self.stdout.write("\n".join(doctor_lines(document, now)))
+            with localized_output(self, {"local": options["local"]}):
+                self.stdout.write("\n".join(doctor_lines(document, now)))
         else:
             self.stdout.write(json.dumps({"version": settings.PRODUCT_VERSION, **document}, indent=2))
         if not document["ok"]:

@@ -45,7 +45,7 @@ from ops.schedule_status import ranked_page
 from ops.schedule_text import list_text, next_keyed_text, next_text, page_text, report_text, show_text, tick_text
 from ops.slot_loop import iterate
 from runtime import clock
-from runtime.management.local_times import add_local_argument, localize_output
+from runtime.management.local_times import add_local_argument, localized_output
 from runtime.models import Event
 from runtime.registry import RegistryInvalid, store
 from schedules.envelope import tick_envelope
@@ -125,9 +125,9 @@ class Command(BaseCommand):
         control_command.add_parsers(sub, as_json)
 
     def handle(self, *args, **options):
-        localize_output(self, options)
         try:
-            return self.act(options, clock.database_now())
+            with localized_output(self, options):
+                return self.act(options, clock.database_now())
         except RegistryInvalid as exc:
             for error in exc.errors:
                 self.stderr.write(str(error))
