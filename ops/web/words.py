@@ -1,8 +1,12 @@
-"""What the operator's pages say about a loop and the doctor's findings, in words (docs/web.md). Pure."""
+"""What the operator's pages say about a loop and the doctor's findings, in words (docs/web.md); an
+instant as a ``<time>`` (``runtime.admin.common.instant``)."""
 
 from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from lib.instants import parse_instant
+from runtime.admin.common import instant
 from runtime.registry import Loop
 
 #: The most items an anomaly of the banner names; the rest are counted ("and 12 more").
@@ -54,19 +58,24 @@ def inbox_url(loop: str | None = None) -> str:
 
 
 def _loop_item(name: str, extra: str = "") -> dict:
-    return {"text": f"{name}{extra}", "url": reverse("web:loop", args=[name])}
+    return {"text": format_html("{}{}", name, extra), "url": reverse("web:loop", args=[name])}
+
+
+def _at(value: str | None) -> str:
+    """A ``/status`` instant as the pages show one (a ``<time>`` in the reader's zone); ``ever`` for None."""
+    return instant(parse_instant(value), relative=False) if value else "ever"
 
 
 def _run_item(pk: int, extra: str) -> dict:
-    return {"text": f"run {pk}{extra}", "url": reverse("admin:runtime_run_change", args=[pk])}
+    return {"text": format_html("run {}{}", pk, extra), "url": reverse("admin:runtime_run_change", args=[pk])}
 
 
 def _items(key: str, status: dict) -> list[dict]:
     """The links an anomaly's banner line names, from its ``/status`` list: the first ``BANNER_ITEMS``."""
     found = (status.get(key) or [])[:BANNER_ITEMS]
     if key == "stoppedSchedules":
-        return [_loop_item(i["loop"], f" (no tick since {i['lastTickAt'] or 'ever'}, expected by {i['expectedBy']})")
-                for i in found]
+        return [_loop_item(i["loop"], format_html(" (no tick since {}, expected by {})", _at(i["lastTickAt"]),
+                                                  _at(i["expectedBy"]))) for i in found]
     if key == "proposalPileUps":
         return [_loop_item(i["loop"], f" ({i['pending']} pending)") for i in found]
     if key == "starvedQueue":
@@ -74,13 +83,13 @@ def _items(key: str, status: dict) -> list[dict]:
     if key == "stuckLoops":
         return [_loop_item(i["loop"], f" (last {len(i['eventIds'])} ticks NOOP previous_run_in_flight)") for i in found]
     if key == "futureLastSlot":
-        return [_loop_item(i["loop"], f" (last slot {i['lastSlot']}{', key ' + i['key'] if i.get('key') else ''})")
-                for i in found]
+        return [_loop_item(i["loop"], format_html(" (last slot {}{})", _at(i["lastSlot"]),
+                                                  f", key {i['key']}" if i.get("key") else "")) for i in found]
     if key == "longPauses":
-        return [_loop_item(i["loop"], f" (paused by {i['by']} at {i['pausedAt']})") for i in found]
+        return [_loop_item(i["loop"], format_html(" (paused by {} at {})", i["by"], _at(i["pausedAt"]))) for i in found]
     if key == "expiredLeases":
-        return [_run_item(i["id"], f" {i['definition']} (lease expired {i['leaseExpiredAt']}, worker {i['worker']})")
-                for i in found]
+        return [_run_item(i["id"], format_html(" {} (lease expired {}, worker {})", i["definition"],
+                                               _at(i["leaseExpiredAt"]), i["worker"])) for i in found]
     if key == "interruptedRuns":
         return [_run_item(i["id"], f" {i['definition']} ({i['reason']}): retry or close it") for i in found]
     if key == "runBacklog":

@@ -69,9 +69,12 @@ def between(start: datetime | None, end: datetime | None) -> str:
 
 
 def seconds_text(seconds: float) -> str:
-    """``duration`` to the tenth of a second under a minute (``0.4 s``); negative reads ``0.0 s``."""
+    """``duration`` to the tenth of a second under a minute (``0.4 s``); a quick run that still
+    took time reads ``< 0.1 s`` (not ``0.0 s``, which said it took none); zero or negative reads ``0.0 s``."""
     # Rounded first, so 59.96 s reads "1 m 00 s", never "60.0 s".
     tenths = round(max(0.0, seconds), 1)
+    if tenths == 0 and seconds > 0:
+        return "< 0.1 s"
     return f"{tenths:.1f} s" if tenths < 60 else duration(tenths)
 
 

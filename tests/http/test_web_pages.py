@@ -106,7 +106,10 @@ def test_a_stopped_loop_is_bannered_and_listed_first(client, viewer, reaper_hist
     assert [line["name"] for line in response.context["banner"]] == ["stoppedSchedules"]
     body = response.content.decode()
     assert "<html" not in body and 'id="anomalies"' in body
-    assert "reaper (no tick since 2026-11-30T23:00:09Z, expected by 2026-12-01T01:00:09Z)" in body
+    # Its instants are the pages' <time> (the reader's zone), as everywhere else on them.
+    assert ('reaper (no tick since <time datetime="2026-11-30T23:00:09Z" title="2026-11-30 23:00:09 UTC" '
+            'data-relative="off">2026-11-30 23:00:09 UTC</time>, expected by <time datetime="2026-12-01T01:00:09Z" '
+            'title="2026-12-01 01:00:09 UTC" data-relative="off">2026-12-01 01:00:09 UTC</time>)') in body
 
 
 def test_the_dashboard_pages_its_loops(client, viewer, registry_files, pinned):

@@ -88,7 +88,7 @@ def test_an_instant_reads_in_the_readers_zone_when_one_is_active():
 
 
 @pytest.mark.parametrize("seconds, text", [
-    (0, "0.0 s"), (0.04, "0.0 s"), (0.44, "0.4 s"), (45.96, "46.0 s"), (59.96, "1 m 00 s"), (65, "1 m 05 s"),
+    (0, "0.0 s"), (-1, "0.0 s"), (0.000001, "< 0.1 s"), (0.0499, "< 0.1 s"), (0.05, "0.1 s"), (0.44, "0.4 s"), (45.96, "46.0 s"), (59.96, "1 m 00 s"), (65, "1 m 05 s"),
 ])
 def test_how_long_a_run_took_reads_to_the_tenth_of_a_second_under_a_minute(seconds, text):
     start = datetime(2026, 11, 30, 21, 0, tzinfo=UTC)
