@@ -18,9 +18,20 @@ PostgreSQL, the server processes of the benchmark's database. On a machine whose
 server, the database and the load generator share, the rate is what the cores allow: the
 CPU says where they went.
 
+**The floor** (issue 31): the same load generator, with the same clients and requests,
+against ``bench/floor_app.py`` — a minimal Django app under gunicorn ``gthread`` (the same
+workers × 16 threads) whose one view reads the body, checks the same signature with the
+door's own functions, parses the JSON and answers 202: no database, no middleware. It runs
+just before and just after each door run, in the same invocation, so the two share the
+machine's state of that minute. Each row gives the door's admissions/s, the floor's answers/s
+(before / after), the ratio of the door's admissions to the mean of the two floor runs
+(docs/performance.md: the goal is ≥ 60 % at 32 clients), the p99 of both, and the CPU per
+answer of both: the server's processes (read from ``/proc``) + the load generator's (its own
+``getrusage`` over the timed part). ``--no-floor`` skips it.
+
     .venv/bin/python bench/intake_bench.py [--clients 8 32] [--requests 4000] [--duplicates 0 0.5]
         [--database-url postgres://postgres@127.0.0.1:5432/bench_intake] [--no-sqlite] [--conn-max-age 0]
-        [--http-workers 2] [--warmup 1000]
+        [--http-workers 2] [--warmup 1000] [--no-floor]
 """
 
 import argparse
@@ -51,19 +62,63 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_listening(port: int, process: subprocess.Popen, timeout: float = 60) -> None:
+def wait_listening(port: int, process: subprocess.Popen, timeout: float = 60, path: str = "/status") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise SystemExit(f"runserve exited with {process.returncode}")
+            raise SystemExit(f"{process.args[1]} exited with {process.returncode}")
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2)
             return
         except urllib.error.HTTPError:
             return
         except OSError:
             time.sleep(0.2)
     raise SystemExit("runserve did not answer in time")
+
+
+def floor_ratio(door_per_second: float, floor_per_second: list[float]) -> float | None:
+    """The door's rate over the mean of the floor's runs around it (None without a floor run)."""
+    runs = [rate for rate in floor_per_second if rate > 0]
+    return door_per_second / (sum(runs) / len(runs)) if runs else None
+
+
+def cpu_ms_per_answer(before: float, after: float, answers: int) -> float:
+    """CPU milliseconds per answer from two readings in seconds around ``answers`` answers."""
+    return (after - before) * 1000 / answers if answers else 0.0
+
+
+def percent(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{ratio:.0%}"
+
+
+def start_floor(args) -> tuple[subprocess.Popen, int]:
+    """``bench/floor_app.py`` on a free loopback port, ``--http-workers`` × 16 threads, once it answers."""
+    port = free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("FACTORY_", "DJANGO_", "DATABASE_"))},
+           "FLOOR_EVENTS_SECRET": SECRET}
+    floor = subprocess.Popen([sys.executable, str(Path(__file__).parent / "floor_app.py"), "--bind", f"127.0.0.1:{port}",
+                              "--workers", str(args.http_workers)],
+                             env=env, cwd=bench_env.BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_listening(port, floor, path="/events")
+    if args.warmup:
+        load(port, max(args.clients), args.warmup, 0.0)
+    return floor, port
+
+
+def floor_run(floor: subprocess.Popen, port: int, clients: int, requests: int) -> dict:
+    """One load run against the floor: its report plus ``serverCpu`` (ms per answer)."""
+    before = cpu_seconds({floor.pid})
+    r = load(port, clients, requests, 0.0)
+    return {**r, "serverCpu": cpu_ms_per_answer(before, cpu_seconds({floor.pid}), r["requests"])}
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 def database_version(env: dict) -> str:
@@ -130,7 +185,8 @@ def wait_planned(port: int, timeout: float = 300) -> None:
         time.sleep(0.5)
 
 
-def serve_and_load(database_url: str | None, args) -> list[list]:
+def serve_and_load(database_url: str | None, args, floor: subprocess.Popen | None = None,
+                   floor_port: int = 0) -> list[list]:
     root = bench_env.make_root("intake-bench-")
     registry_dir, config_dir = bench_env.build_kernel_loops(root, watched=0, auto=1)
     url = bench_env.prepare_database(database_url, root)
@@ -162,43 +218,76 @@ def serve_and_load(database_url: str | None, args) -> list[list]:
         for clients in args.clients:
             for duplicates in args.duplicates:
                 wait_planned(port)
+                load_average = os.getloadavg()[0]
+                before_floor = floor_run(floor, floor_port, clients, args.requests) if floor else None
                 server_before, database_before = cpu_seconds({server.pid}), cpu_seconds(database=database)
                 r = load(port, clients, args.requests, duplicates)
-                server_cpu = (cpu_seconds({server.pid}) - server_before) * 1000 / r["requests"]
-                database_cpu = (cpu_seconds(database=database) - database_before) * 1000 / r["requests"]
-                rows.append([version, args.http_workers, clients, f"{duplicates:.0%}", r["requests"], f"{r['perSecond']:.0f}",
-                             f"{r['admittedPerSecond']:.0f}", f"{r['p50']:.1f}", f"{r['p99']:.1f}",
-                             f"{r['generatorCpu']:.1f} / {r['seconds']:.1f}",
-                             f"{server_cpu:.2f}" + (f" + {database_cpu:.2f}" if database else ""), planning_backlog(port),
-                             " ".join(f"{k}:{v}" for k, v in sorted(r["statuses"].items()))])
+                server_cpu = cpu_ms_per_answer(server_before, cpu_seconds({server.pid}), r["requests"])
+                database_cpu = cpu_ms_per_answer(database_before, cpu_seconds(database=database), r["requests"])
+                unplanned = planning_backlog(port)
+                if floor:
+                    wait_planned(port)  # the door's planning is not the floor's load
+                after_floor = floor_run(floor, floor_port, clients, args.requests) if floor else None
+                floors = [f for f in (before_floor, after_floor) if f]
+                generator = r["generatorCpu"] * 1000 / r["requests"]
+                rows.append([
+                    version, clients, f"{duplicates:.0%}", r["requests"], f"{r['perSecond']:.0f}",
+                    f"{r['admittedPerSecond']:.0f}",
+                    " / ".join(f"{f['perSecond']:.0f}" for f in floors) or "—",
+                    percent(floor_ratio(r["admittedPerSecond"], [f["perSecond"] for f in floors])),
+                    f"{r['p99']:.1f}", " / ".join(f"{f['p99']:.1f}" for f in floors) or "—",
+                    f"{server_cpu:.2f}" + (f" + {database_cpu:.2f}" if database else "") + f" + {generator:.2f}",
+                    " / ".join(f"{f['serverCpu']:.2f} + {f['generatorCpu'] * 1000 / f['requests']:.2f}" for f in floors)
+                    or "—",
+                    unplanned, f"{load_average:.2f}",
+                    " ".join(f"{k}:{v}" for k, v in sorted(r["statuses"].items())),
+                ])
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
         log.close()
     return rows
 
 
-def main() -> None:
+#: The table's columns: the door's figures, then the floor's (before / after the door's run).
+HEADERS = [
+    "database", "clients", "duplicates", "requests", "door answers/s", "door admitted/s", "floor answers/s",
+    "door ÷ floor", "door p99 ms", "floor p99 ms", "door CPU ms/answer: server (+ database) + generator",
+    "floor CPU ms/answer: server + generator", "unplanned at end", "load (1 min)", "door statuses",
+]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[8, 32])
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--duplicates", type=float, nargs="+", default=[0.0, 0.5])
     parser.add_argument("--database-url", help="a throw-away PostgreSQL database (dropped and recreated)")
     parser.add_argument("--conn-max-age", type=int, help="the served database connections' age in seconds (default: FACTORY_DB_CONN_MAX_AGE, 60; 0 opens one per request)")
-    parser.add_argument("--http-workers", type=int, default=2, help="runserve's --http-workers (default 2, runserve's own)")
+    parser.add_argument("--http-workers", type=int, default=2, help="runserve's --http-workers, and the floor's gunicorn workers (default 2, runserve's own)")
     parser.add_argument("--no-sqlite", action="store_true", help="only the --database-url database")
+    parser.add_argument("--no-floor", action="store_true",
+                        help="skip the floor (bench/floor_app.py) before and after each door run")
     parser.add_argument("--warmup", type=int, default=1000,
                         help="requests each server answers before the timed runs, not counted (default 1000; 0: none)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if min(args.clients) < 1 or args.requests < 1 or args.http_workers < 1:
+        parser.error("--clients, --requests and --http-workers must be at least 1")
+    if not all(0 <= d < 1 for d in args.duplicates):
+        parser.error("--duplicates are fractions from 0 up to (not including) 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     rows = []
-    for database_url in ([] if args.no_sqlite else [None]) + ([args.database_url] if args.database_url else []):
-        rows += serve_and_load(database_url, args)
-    print(bench_env.table(
-        ["database", "HTTP workers", "clients", "duplicates", "requests", "answers/s", "admitted/s", "p50 ms", "p99 ms",
-         "generator CPU s / wall s", "server (+ database) CPU ms/answer", "unplanned at end", "statuses"], rows))
+    floor, floor_port = start_floor(args) if not args.no_floor else (None, 0)
+    try:
+        for database_url in ([] if args.no_sqlite else [None]) + ([args.database_url] if args.database_url else []):
+            rows += serve_and_load(database_url, args, floor, floor_port)
+    finally:
+        if floor:
+            stop(floor)
+    print(bench_env.table(HEADERS, rows))
     print(bench_env.machine_line(", ".join(sorted({row[0] for row in rows}))))
     bench_env.drop_database(args.database_url)
 

@@ -1,7 +1,8 @@
 """Request ids and the JSON answers of the API routes when something other than a view answers
 (docs/design.md §10, docs/intake.md "Every answer").
 
-``RequestIdMiddleware`` (outermost) gives every request an id: the client's ``X-Request-Id``
+``RequestIdMiddleware`` (outermost but for the doors' own entry, ``factory_site.door_route``,
+which does the same for them) gives every request an id: the client's ``X-Request-Id``
 when it is 1–128 characters of ``[A-Za-z0-9._:-]``, else a new one (32 hex digits). The id
 is echoed as the ``X-Request-Id`` response header and carried by every log line written
 while the request is served (``factory_site.logs``), gunicorn's access line included.
@@ -16,6 +17,7 @@ admin's layout (the 500 page needs no request and no database). A 500's body is
 that request id.
 """
 
+import contextlib
 import contextvars
 import re
 import uuid
@@ -29,6 +31,8 @@ API_PATHS = frozenset({"/events", "/github", "/schedules", "/status", "/metrics"
 #: The approval API (ops/api, docs/api.md): every route under it answers JSON too.
 API_PREFIX = "/api/"
 REQUEST_ID_HEADER = "X-Request-Id"
+#: The header as WSGI puts it in ``request.META``.
+REQUEST_ID_META = "HTTP_X_REQUEST_ID"
 REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
@@ -41,23 +45,32 @@ def current_request_id() -> str | None:
 
 def request_id_for(request: HttpRequest) -> str:
     """The client's ``X-Request-Id`` when well-formed, else a fresh uuid4 in hex."""
-    offered = request.headers.get(REQUEST_ID_HEADER, "")
+    # META, not request.headers: the same value, without building every header's entry.
+    offered = request.META.get(REQUEST_ID_META, "")
     return offered if REQUEST_ID_PATTERN.fullmatch(offered) else uuid.uuid4().hex
 
 
+@contextlib.contextmanager
+def serving(request_id: str):
+    """``current_request_id()`` is ``request_id`` within the block (the log lines' id)."""
+    token = _request_id.set(request_id)
+    try:
+        yield
+    finally:
+        _request_id.reset(token)
+
+
 class RequestIdMiddleware:
-    """Sets the request's id for the views, the error handlers and the log; echoes it."""
+    """Sets the request's id for the views, the error handlers and the log; echoes it.
+    (The doors get the same from ``factory_site.door_route``, which stands before it.)"""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request.request_id = request_id_for(request)
-        token = _request_id.set(request.request_id)
-        try:
+        with serving(request.request_id):
             response = self.get_response(request)
-        finally:
-            _request_id.reset(token)
         response[REQUEST_ID_HEADER] = request.request_id
         return response
 

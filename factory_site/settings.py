@@ -85,14 +85,16 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # Outermost: every answer, and every log line written while serving it, carries the id.
+    # Outermost: /events and /github get their request id, the security middleware's work and
+    # their count in the intake counters here in one call, then go to their views past only
+    # CommonMiddleware and XFrameOptionsMiddleware: a signed door needs no static files,
+    # session, CSRF or login (factory_site.door_route).
+    "factory_site.door_route.SignedDoorMiddleware",
+    # Every other answer, and every log line written while serving it, carries the id.
     "factory_site.requests.RequestIdMiddleware",
-    # Counts the intake doors' answers as they leave, whatever answered them (ops.metrics_intake).
+    # Counts the intake doors' answers as they leave (ops.metrics_intake); the doors count in door_route.
     "ops.metrics_intake.IntakeAnswersMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    # /events and /github go from here to their views past only CommonMiddleware and
-    # XFrameOptionsMiddleware: a signed door needs no static files, session, CSRF or login.
-    "factory_site.door_route.SignedDoorMiddleware",
     "ops.query_nul.QueryNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -99,8 +99,9 @@ class EventsView(IntakeView):
             now = clock.recent_database_now()
             verify_factory_signature(
                 settings.FACTORY_EVENTS_SECRET,
-                timestamp=request.headers.get("X-Factory-Timestamp"),
-                signature=request.headers.get("X-Factory-Signature"),
+                # META, not request.headers: the same values, without building every header's entry.
+                timestamp=request.META.get("HTTP_X_FACTORY_TIMESTAMP"),
+                signature=request.META.get("HTTP_X_FACTORY_SIGNATURE"),
                 body=body,
                 now=now,
             )

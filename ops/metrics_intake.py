@@ -2,7 +2,8 @@
 
 ``factory_intake_answers_total{door, status}`` counts every answer of ``POST /events`` and
 ``POST /github`` by HTTP status (202 admitted, 200 duplicate or ignored, 401, 408, 422, …),
-as ``IntakeAnswersMiddleware`` sees it leave Django. Answers gunicorn gives itself before
+as it leaves Django (``factory_site.door_route``; ``IntakeAnswersMiddleware`` for an answer
+that did not come that way). Answers gunicorn gives itself before
 Django runs (a malformed request line, a head that never arrived) are not counted.
 
 gunicorn runs several worker processes, and a scrape reaches one of them: under ``runserve``
@@ -37,11 +38,19 @@ INTAKE_ANSWERS = Counter(
 )
 
 
+#: The counter's child of each (path, status) seen so far: ``labels`` checks and locks on every call.
+_children: dict[tuple[str, int], object] = {}
+
+
 def count_answer(path: str, status: int) -> None:
     """Count one answer of the door at ``path``; any other path is not a door and is ignored."""
-    door = DOORS.get(path)
-    if door is not None:
-        INTAKE_ANSWERS.labels(door=door, status=str(status)).inc()
+    child = _children.get((path, status))
+    if child is None:
+        door = DOORS.get(path)
+        if door is None:
+            return
+        child = _children.setdefault((path, status), INTAKE_ANSWERS.labels(door=door, status=str(status)))
+    child.inc()
 
 
 class IntakeAnswersMiddleware:

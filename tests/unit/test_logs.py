@@ -1,5 +1,6 @@
 """The one log format (factory_site.logs): text by default, JSON lines on request, every field kept."""
 
+import io
 import json
 import logging
 import sys
@@ -138,3 +139,64 @@ def test_the_console_handler_drops_refusals_tracebacks():
 
     assert settings.LOGGING["handlers"]["console"]["filters"] == ["refusal_without_traceback"]
     assert settings.LOGGING["filters"]["refusal_without_traceback"] == {"()": "factory_site.logs.RefusalWithoutTraceback"}
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_the_access_line_written_directly_is_the_line_logging_writes(monkeypatch, tmp_path, log_format):
+    """gunicorn's access line skips the LogRecord and the logging machinery (docs/performance.md,
+    "Signed intake"): the same handler, the same bytes as the record through ``logging`` would give."""
+    from gunicorn.config import Config
+
+    monkeypatch.setattr(logs, "log_format_setting", lambda: log_format)
+    monkeypatch.setattr(logs.time, "time", lambda: 1796000000.1234)
+    access_log = logging.getLogger("gunicorn.access")  # gunicorn's, shared by every GunicornLogger
+    monkeypatch.setattr(access_log, "handlers", [])
+    monkeypatch.setattr(access_log, "filters", [])
+    cfg = Config()
+    cfg.set("accesslog", str(tmp_path / "access.log"))
+    logger = logs.GunicornLogger(cfg)
+    response = SimpleNamespace(status="202 Accepted", headers=[("Allow", "POST"), ("X-Request-Id", "r-1")], sent=70)
+    try:
+        _compare_access_lines(logger, response, tmp_path)
+    finally:
+        for handler in access_log.handlers:
+            handler.close()
+
+
+def _compare_access_lines(logger, response, tmp_path):
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/events\n2026 ERROR forged", "QUERY_STRING": "a=b c",
+               "REMOTE_ADDR": "127.0.0.1", "HTTP_USER_AGENT": "probe 1.0"}
+    assert logs.direct_handler(logger.access_log) is logger.access_log.handlers[0]
+    logger.access(response, None, environ, timedelta(milliseconds=4.5))
+    direct = (tmp_path / "access.log").read_text()
+    # The same answer through logging: a filter on the logger turns the direct way off.
+    logger.access_log.addFilter(lambda record: setattr(record, "created", 1796000000.1234) or True)
+    assert logs.direct_handler(logger.access_log) is None
+    logger.access(response, None, environ, timedelta(milliseconds=4.5))
+    first, second = (tmp_path / "access.log").read_text().splitlines()
+    assert direct == first + "\n"
+    assert first == second
+    assert "\\n2026 ERROR forged" in first and first.count("\n") == 0
+
+
+def test_the_access_line_goes_through_logging_when_the_handler_is_not_plain(monkeypatch):
+    import logging.handlers
+
+    log = logging.getLogger("test.access.direct")
+    log.propagate = False
+    handler = logging.handlers.MemoryHandler(10)
+    handler.setFormatter(logs.TextFormatter())
+    log.addHandler(handler)
+    try:
+        assert logs.direct_handler(log) is None  # not StreamHandler's emit
+        log.removeHandler(handler)
+        stream_handler = logging.StreamHandler(io.StringIO())
+        stream_handler.setFormatter(logging.Formatter())
+        log.addHandler(stream_handler)
+        assert logs.direct_handler(log) is None  # not the runtime's formatter
+        stream_handler.setFormatter(logs.JsonFormatter())
+        assert logs.direct_handler(log) is stream_handler
+        log.propagate = True
+        assert logs.direct_handler(log) is None  # its parents' handlers would get it too
+    finally:
+        log.handlers.clear()
