@@ -223,18 +223,23 @@ def mutations(document) -> Iterable[tuple[str, object]]:
     """(label, document): each leaf replaced by each edge value and, for a string, with ``\\n``
     appended; each object member removed; an unknown member added to each object."""
     for path in leaf_paths(document):
-        where = "/" + "/".join(map(str, path))
+        where = pointer(path)
         for label, value in EDGE_VALUES:
             yield f"{where} = {label}", replaced(document, path, value)
         leaf = _at(document, path)
         if isinstance(leaf, str):
             yield f"{where} += '\\n'", replaced(document, path, leaf + "\n")
     for path in _object_paths(document):
-        where = "/" + "/".join(map(str, path))
+        where = pointer(path)
         target = _at(document, path)
         for key in target:
             yield f"{where}/{key} removed", removed(document, (*path, key))
         yield f"{where}/zz-unknown added", replaced(document, path, {**target, "zz-unknown": 1})
+
+
+def pointer(path: tuple) -> str:
+    """``path`` as a JSON Pointer (RFC 6901 without escaping: labels only); the root is ``""``."""
+    return "".join(f"/{part}" for part in path)
 
 
 def _at(document, path):
