@@ -1,5 +1,5 @@
 """The pages on any screen (docs/web.md, "Any screen"): at 390 × 844 (a phone) and 1400 × 900 (a
-desk) the dashboard, the pending proposals, a proposal, its confirmation, a run, a loop's page and
+desk; at 1280 px too) the dashboard, the pending proposals, a proposal, its confirmation, a run, a loop's page and
 the runs, events and journal lists read without
 sideways scrolling (no element wider than the window) and carry the navigation; on a phone a
 person finds the pending proposal from the navigation, reads it and approves it. Debian's
@@ -44,7 +44,7 @@ def pending(manage) -> list[dict]:
     return json.loads(manage("proposals", "--status", "pending", "--json"))
 
 
-@pytest.mark.parametrize("width", [WIDE, NARROW])
+@pytest.mark.parametrize("width", [WIDE, 1280, NARROW])
 def test_the_five_pages_fit_and_carry_the_navigation(browser, live, width):
     base, manage = live
     shot = Shots(f"screens-{width}")
