@@ -95,3 +95,64 @@ def test_catch_up_accounts_for_every_missed_slot(last_instant, gap, cadence, lim
     assert len(everything) + everything[0].skipped_slots == gap
     assert everything[-1].slot == none[0].slot
     assert all(b.slot - a.slot == timedelta(seconds=cadence) for a, b in zip(everything, everything[1:], strict=False))
+
+
+def test_interval_neighbours_of_a_slot_and_of_an_instant_between_slots():
+    hourly = Interval(HOUR)
+    slot, inside = at("2026-12-01T03:00:00Z"), at("2026-12-01T03:30:00Z")
+    assert (hourly.floor(slot), hourly.after(slot), hourly.before(slot), hourly.ceil(slot)) == (
+        slot, at("2026-12-01T04:00:00Z"), at("2026-12-01T02:00:00Z"), slot,
+    )
+    assert (hourly.floor(inside), hourly.after(inside), hourly.before(inside), hourly.ceil(inside)) == (
+        slot, at("2026-12-01T04:00:00Z"), slot, at("2026-12-01T04:00:00Z"),
+    )
+
+
+def test_interval_between_counts_the_slots_strictly_inside_as_an_integer():
+    hourly = Interval(HOUR)
+    counts = [hourly.between(at("2026-12-01T00:00:00Z"), at(f"2026-12-01T0{h}:00:00Z")) for h in range(6)]
+    assert counts == [0, 0, 1, 2, 3, 4]
+    # An int, not 4.0: the count is written into ticks (JSON) as it is.
+    assert [type(n) for n in counts] == [int] * 6
+    assert hourly.between(at("2026-12-01T05:00:00Z"), at("2026-12-01T00:00:00Z")) == 0
+
+
+def test_last_with_one_missed_slot_fires_it_without_skips():
+    # Last fired 01:00Z; 02:00Z was missed; it is 03:30Z: 02:00Z fires now, 03:00Z next iteration.
+    assert due("last", "2026-12-01T01:00:00Z", "2026-12-01T03:30:00Z") == [DueSlot(at("2026-12-01T02:00:00Z"), 0)]
+
+
+def test_none_and_all_right_after_the_next_slot_fire_it_without_skips():
+    for policy in ("none", "all"):
+        assert due(policy, "2026-12-01T02:00:00Z", "2026-12-01T03:00:00Z") == [DueSlot(at("2026-12-01T03:00:00Z"), 0)]
+
+
+def test_all_within_the_limit_exactly_fires_every_slot_without_skips():
+    slots = due("all", "2026-12-01T00:00:00Z", "2026-12-01T03:10:00Z", limit=3)
+    assert slots == [DueSlot(at(f"2026-12-01T0{h}:00:00Z"), 0) for h in (1, 2, 3)]
+    assert due("all", "2026-12-01T00:00:00Z", "2026-12-01T03:10:00Z", limit=1) == [
+        DueSlot(at("2026-12-01T03:00:00Z"), 2)
+    ]
+
+
+def test_an_unknown_policy_is_refused_by_name():
+    with pytest.raises(ValueError) as refused:
+        due("sometimes", "2026-12-01T00:00:00Z", "2026-12-01T03:10:00Z")
+    assert str(refused.value) == "unknown catch-up policy 'sometimes'"
+    # Policies are lower case: "NONE" is not "none".
+    with pytest.raises(ValueError, match="unknown catch-up policy 'NONE'"):
+        due("NONE", "2026-12-01T00:00:00Z", "2026-12-01T03:10:00Z")
+
+
+@given(instants, cadences, st.integers(min_value=0, max_value=100))
+def test_interval_rule_properties(instant, cadence, gap):
+    rule = Interval(cadence)
+    step = timedelta(seconds=cadence)
+    floor = rule.floor(instant)
+    assert floor == slot_floor(instant, cadence)
+    assert rule.after(instant) == floor + step
+    assert rule.before(instant) == (floor if floor < instant else floor - step)
+    assert rule.ceil(instant) == (instant if floor == instant else floor + step)
+    assert rule.before(rule.after(floor)) == floor == rule.ceil(floor)
+    count = rule.between(floor, floor + gap * step)
+    assert (count, type(count)) == (max(0, gap - 1), int)
