@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -115,53 +114,19 @@ application = get_wsgi_application()
 
 from gunicorn.workers.gthread import ThreadWorker  # noqa: E402
 
-from factory_site.connection_shares import SHARES, AcceptTurn  # noqa: E402
+from factory_site.connection_shares import BalancedAccept  # noqa: E402
 
 
-class BalancedThreadWorker(ThreadWorker):
+class BalancedThreadWorker(BalancedAccept, ThreadWorker):
     """gthread whose accept leaves a new connection to a worker holding fewer, as
     ``factory_site.http_worker.ReadDeadlineThreadWorker`` does."""
 
-    _share_slot: int | None = None
-    _paused_until: float | None = None
-
-    @property
-    def nr_conns(self) -> int:
-        return self._nr_conns
-
-    @nr_conns.setter
-    def nr_conns(self, value: int) -> None:
-        self._nr_conns = value
-        if self._share_slot is not None:
-            SHARES.publish(self._share_slot, value)
-
     def init_process(self):
-        self.accept_turn = AcceptTurn()
-        self._share_slot = SHARES.claim(self.age, self.pid)
-        try:
-            super().init_process()
-        finally:
-            SHARES.release(self._share_slot, self.pid)
-
-    def set_accept_enabled(self, enabled):
-        if enabled and self._paused_until is not None:
-            if time.monotonic() < self._paused_until:
-                return
-            self._paused_until = None
-        super().set_accept_enabled(enabled)
-
-    def wait_for_and_dispatch_events(self, timeout):
-        if self._paused_until is not None:
-            timeout = min(timeout, max(self._paused_until - time.monotonic(), 0.0))
-        super().wait_for_and_dispatch_events(timeout)
+        self.serve_sharing(super().init_process)
 
     def accept(self, listener):
-        now = time.monotonic()
-        if not self.accept_turn.decide(self.nr_conns, SHARES.fewest_elsewhere(self._share_slot), now):
-            self.set_accept_enabled(False)
-            self._paused_until = now + self.accept_turn.pause_seconds
-            return
-        super().accept(listener)
+        if self.may_accept():
+            super().accept(listener)
 
 
 def gunicorn_argv(bind: str, workers: int, threads: int) -> list[str]:

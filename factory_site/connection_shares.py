@@ -24,6 +24,7 @@ is ignored.
 import ctypes
 import mmap
 import os
+import time
 
 #: Slots in the shared map: more than any server's workers (a slot is ``age % SLOTS``).
 SLOTS = 64
@@ -112,3 +113,57 @@ class AcceptTurn:
 
 #: This server's map: created in the arbiter, inherited by every worker it forks.
 SHARES = ConnectionShares()
+
+
+class BalancedAccept:
+    """A mixin for gunicorn's gthread worker (listed before ``ThreadWorker``): publishes the
+    worker's connection count in ``SHARES`` and leaves a new connection to a worker holding
+    fewer, for at most ``ACCEPT_WAIT_SECONDS`` (the module's docstring). The worker calls
+    ``serve_sharing`` around gthread's ``init_process`` and asks ``may_accept`` first in
+    its ``accept``."""
+
+    _share_slot: int | None = None
+    _paused_until: float | None = None
+
+    @property
+    def nr_conns(self) -> int:
+        return self._nr_conns
+
+    @nr_conns.setter
+    def nr_conns(self, value: int) -> None:
+        # gthread counts a worker's connections here; every change is published to the
+        # other workers (set in the arbiter too, before the worker has a slot).
+        self._nr_conns = value
+        if self._share_slot is not None:
+            SHARES.publish(self._share_slot, value)
+
+    def serve_sharing(self, serve) -> None:
+        """Run ``serve()`` (gthread's ``init_process``: the worker's whole life) holding a slot."""
+        self.accept_turn = AcceptTurn()
+        self._share_slot = SHARES.claim(self.age, self.pid)
+        try:
+            serve()
+        finally:
+            SHARES.release(self._share_slot, self.pid)
+
+    def may_accept(self) -> bool:
+        """Whether to accept now; if not, stop listening for ``AcceptTurn.pause_seconds``."""
+        now = time.monotonic()
+        if self.accept_turn.decide(self.nr_conns, SHARES.fewest_elsewhere(self._share_slot), now):
+            return True
+        self.set_accept_enabled(False)
+        self._paused_until = now + self.accept_turn.pause_seconds
+        return False
+
+    def set_accept_enabled(self, enabled):
+        # gthread's loop turns accepting back on whenever it has room; not during a pause.
+        if enabled and self._paused_until is not None:
+            if time.monotonic() < self._paused_until:
+                return
+            self._paused_until = None
+        super().set_accept_enabled(enabled)
+
+    def wait_for_and_dispatch_events(self, timeout):
+        if self._paused_until is not None:
+            timeout = min(timeout, max(self._paused_until - time.monotonic(), 0.0))
+        super().wait_for_and_dispatch_events(timeout)

@@ -49,7 +49,7 @@ from django.conf import settings
 from gunicorn import util
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
-from factory_site.connection_shares import SHARES, AcceptTurn
+from factory_site.connection_shares import BalancedAccept
 
 #: gunicorn's statuses → the ``error`` code of the JSON answer.
 ERROR_CODES = {
@@ -158,24 +158,9 @@ class DeadlineSocket:
             self._sock.settimeout(previous)
 
 
-class ReadDeadlineThreadWorker(ThreadWorker):
+class ReadDeadlineThreadWorker(BalancedAccept, ThreadWorker):
     """gthread with ``DeadlineSocket`` on every connection, JSON error answers and a
     balancing accept (the module's docstring)."""
-
-    _share_slot: int | None = None
-    _paused_until: float | None = None
-
-    @property
-    def nr_conns(self) -> int:
-        return self._nr_conns
-
-    @nr_conns.setter
-    def nr_conns(self, value: int) -> None:
-        # gthread counts a worker's connections here; every change is published to the
-        # other workers (set in the arbiter too, before the worker has a slot).
-        self._nr_conns = value
-        if self._share_slot is not None:
-            SHARES.publish(self._share_slot, value)
 
     def init_process(self):
         sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
@@ -189,31 +174,10 @@ class ReadDeadlineThreadWorker(ThreadWorker):
         from ops.process_rows import keep_row
 
         keep_row("http", threading.Event())
-        self.accept_turn = AcceptTurn()
-        self._share_slot = SHARES.claim(self.age, self.pid)
-        try:
-            super().init_process()
-        finally:
-            SHARES.release(self._share_slot, self.pid)
-
-    def set_accept_enabled(self, enabled):
-        # gthread's loop turns accepting back on whenever it has room; not during a pause.
-        if enabled and self._paused_until is not None:
-            if time.monotonic() < self._paused_until:
-                return
-            self._paused_until = None
-        super().set_accept_enabled(enabled)
-
-    def wait_for_and_dispatch_events(self, timeout):
-        if self._paused_until is not None:
-            timeout = min(timeout, max(self._paused_until - time.monotonic(), 0.0))
-        super().wait_for_and_dispatch_events(timeout)
+        self.serve_sharing(super().init_process)
 
     def accept(self, listener):
-        now = time.monotonic()
-        if not self.accept_turn.decide(self.nr_conns, SHARES.fewest_elsewhere(self._share_slot), now):
-            self.set_accept_enabled(False)
-            self._paused_until = now + self.accept_turn.pause_seconds
+        if not self.may_accept():
             return
         # gunicorn 27's gthread internals (pending_conns, on_pending_socket_readable): the
         # same path it takes for a connection that sent nothing within its own 5 s wait.

@@ -74,7 +74,8 @@ def worker(monkeypatch, settings):
     sharing a fresh map with one other live worker that holds no connection."""
     shares = ConnectionShares()
     clock = FakeClock()
-    monkeypatch.setattr(http_worker, "SHARES", shares)
+    monkeypatch.setattr(connection_shares, "SHARES", shares)
+    monkeypatch.setattr(connection_shares, "time", SimpleNamespace(monotonic=clock.monotonic))
     monkeypatch.setattr(http_worker, "time", SimpleNamespace(monotonic=clock.monotonic))
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -132,4 +133,5 @@ def test_a_worker_holding_no_more_than_the_others_accepts_at_once(worker):
 
 
 def test_the_map_is_created_once_per_server_before_the_workers_fork():
-    assert isinstance(connection_shares.SHARES, ConnectionShares) and http_worker.SHARES is connection_shares.SHARES
+    assert isinstance(connection_shares.SHARES, ConnectionShares)
+    assert issubclass(http_worker.ReadDeadlineThreadWorker, connection_shares.BalancedAccept)

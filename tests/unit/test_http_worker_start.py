@@ -8,7 +8,7 @@ import sys
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
-from factory_site import http_worker
+from factory_site import connection_shares, http_worker
 from factory_site.connection_shares import ConnectionShares
 from ops import process_rows
 
@@ -18,7 +18,7 @@ def test_an_http_worker_starts_with_a_one_millisecond_switch_interval(monkeypatc
     monkeypatch.setattr(util, "write_error", util.write_error)  # restored after the test
     monkeypatch.setattr(process_rows, "keep_row", lambda role, stop: None)
     shares = ConnectionShares()
-    monkeypatch.setattr(http_worker, "SHARES", shares)
+    monkeypatch.setattr(connection_shares, "SHARES", shares)
     seen = []
     # gunicorn's own start is its loop: while it runs, the worker holds its slot in the shared map.
     monkeypatch.setattr(ThreadWorker, "init_process", lambda self: seen.append(shares.fewest_elsewhere(0)))
