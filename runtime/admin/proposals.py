@@ -134,7 +134,9 @@ class ProposalAdmin(ReadOnlyAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra = {"can_decide": self.has_approve_permission(request), "decisions": DECISIONS}
-        proposal = Proposal.objects.select_related("preview__requested_by").filter(pk=object_id).first()
+        # Not a number ("abc", "1%00"): no such proposal, which the admin answers as for any other.
+        proposal = (Proposal.objects.select_related("preview__requested_by").filter(pk=object_id).first()
+                    if str(object_id).isdigit() else None)
         if proposal is not None:
             extra["preview_block"] = preview_block(request, proposal, now=clock.database_now())
             if not extra["can_decide"] and proposal.status == ProposalStatus.PENDING:

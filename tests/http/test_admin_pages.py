@@ -198,3 +198,10 @@ def test_the_actor_reads_operator_then_the_person_and_the_journal_shows_via_and_
     assert '<td class="field-actor_view">operator (alice)</td><td class="field-decision">via admin</td>' in journal
     assert decision_words({"via": "cli", "note": "checked the diff", "osUser": "al"}) == "via cli · note: checked the diff"
     assert decision_words({"reason": "rejected"}) == "—"
+
+
+@pytest.mark.parametrize("object_id", ["abc", "1%00", "1.5", "-1"])
+def test_a_proposal_page_of_no_number_is_the_admins_not_found_redirect_not_a_500(client, approver, object_id):
+    client.force_login(approver)
+    answer = client.get(f"/admin/runtime/proposal/{object_id}/change/")
+    assert (answer.status_code, answer["Location"]) == (302, "/admin/")
