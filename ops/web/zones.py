@@ -14,7 +14,7 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo, available_timezones
 
 from django.contrib import admin, messages
-from django.http import HttpResponseBadRequest, HttpResponseRedirect
+from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -65,11 +65,14 @@ class ReaderZoneMiddleware:
 
 def reader_settings(request):
     """``GET /me/``: the person's settings (their zone); ``POST`` with ``zone`` (a zone name, or
-    empty for the browser's) saves it. An unknown zone is a 400."""
+    empty for the browser's) saves it; an unknown zone is said on the page and saves nothing."""
     if request.method == "POST":
         zone = request.POST.get("zone", "")
         if zone and zone not in zone_names():
-            return HttpResponseBadRequest(f"{zone[:64]!r} is not a time zone this host knows (an IANA name: Europe/Budapest)")
+            # Said on the page (escaped, as every message is): the form offers only known zones.
+            messages.error(request, f"Nothing was saved: {zone[:64]!r} is not a time zone this host knows "
+                                    "(an IANA name: Europe/Budapest).")
+            return HttpResponseRedirect(reverse("web:me"))
         if zone:
             ReaderZone.objects.update_or_create(user=request.user, defaults={"zone": zone})
         else:

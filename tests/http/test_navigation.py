@@ -50,3 +50,16 @@ def test_every_operator_page_has_the_navigation_with_the_pending_count_and_marks
 
 def test_the_sign_in_page_has_no_navigation(client):
     assert 'id="ops-nav"' not in client.get(reverse("admin:login")).content.decode()
+
+
+def test_an_unknown_zone_saves_nothing_and_is_said_escaped_on_the_page(client, viewer):
+    from ops.models import ReaderZone
+
+    client.force_login(viewer)
+    answer = client.post("/me/", {"zone": "<script>alert(1)</script>"}, follow=True)
+    assert answer.redirect_chain == [("/me/", 302)]
+    page = answer.content.decode()
+    assert "<script>alert(1)</script>" not in page
+    assert ("Nothing was saved: &#x27;&lt;script&gt;alert(1)&lt;/script&gt;&#x27; is not a time zone this host knows "
+            "(an IANA name: Europe/Budapest).") in page
+    assert not ReaderZone.objects.exists()
