@@ -252,6 +252,8 @@ class Run(models.Model):
             models.Index(fields=["id"], condition=Q(status="interrupted"), name="run_interrupted_idx"),
             # A user's approvals (the user's deletion, which PROTECT refuses): as proposal_decided_by_idx.
             models.Index(fields=["approved_by"], condition=Q(approved_by__isnull=False), name="run_approved_by_idx"),
+            # A loop's newest run, ticks' and "run once now"'s alike (schedules.last_run).
+            models.Index(fields=["loop", "-id"], condition=Q(loop__isnull=False), name="run_loop_idx"),
         ]
         constraints = [
             # At most one active run per singleton loop (docs/design.md §7.3): two planners or an

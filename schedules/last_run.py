@@ -3,34 +3,30 @@
 The last tick's outcome alone hides what last ran: a watched loop whose newest tick was
 proposed (and perhaps rejected) reads ``planning PROPOSED`` while its last real run —
 approved from an older tick — ``REAPED`` a minute earlier. ``last_run_event`` finds, for
-each loop, its newest tick that has a run; ``LastRun`` is that run as the overview shows it.
+each loop, its newest run (a tick's or a person's "run once now"); ``LastRun`` is that run
+as the overview shows it.
 """
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import OuterRef, Subquery
 
 from lib.instants import format_instant
-from runtime.models import Event, Run
+from runtime.models import Run
 
 
 def last_run_event() -> Subquery:
-    """For a ``ScheduleState`` row, the id of its loop's newest tick that has a run (None: no
-    run yet, or a keyed loop). A correlated subquery walking the loop's ticks newest first
-    (``event_tick_idx``, in its order) to the first with a run (the run's event index): as
-    many steps as the loop's newest ticks without a run."""
-    # ``loop_key IS NULL`` lets the index give the order: the loop's ticks newest first, with
-    # no sort of its whole history. A keyed loop's runs are per key: it has no last run here.
-    with_run = Event.objects.filter(loop=OuterRef("loop"), loop_key__isnull=True).filter(
-        Exists(Run.objects.filter(event_id=OuterRef("id")))
-    )
-    return Subquery(with_run.order_by("-id").values("id")[:1])
+    """For a ``ScheduleState`` row, the event id of its loop's newest run — a tick's or a
+    person's "run once now" (docs/schedules.md, "Running a loop once now") — None: no run yet,
+    or a keyed loop, whose runs are per key. One index probe (``run_loop_idx``)."""
+    newest = Run.objects.filter(loop=OuterRef("loop"), loop_key__isnull=True).order_by("-id")
+    return Subquery(newest.values("event_id")[:1])
 
 
 @dataclass(frozen=True)
 class LastRun:
-    """A loop's newest run (the run of its newest tick that has one). ``of_last_tick``: it is
+    """A loop's newest run (``last_run_event``). ``of_last_tick``: it is
     the last tick's own run, whose outcome ``lastOutcome`` already says."""
 
     id: int

@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 
 from lib.notes import check_note
 from lib.refusals import Refused
-from runtime.models import ACTIVE_RUN_STATUSES, Actor, Door, Proposal, ProposalStatus, Run, RunStatus
+from runtime.models import ACTIVE_RUN_STATUSES, Actor, Proposal, ProposalStatus, Run, RunStatus
 from runtime.preview_model import Preview
 
 from .idempotency import release_idempotency_key
@@ -116,15 +116,15 @@ def approve_proposal(
 
 
 def older_pending(proposal: Proposal) -> QuerySet:
-    """The pending proposals that approving ``proposal`` supersedes: older ticks' of the same
-    loop (and key), except for a ``catchUp: all`` loop, which runs every slot; none for an
-    event that is not a tick (docs/design.md §7). A loop run once now (door ``operator``)
-    neither supersedes nor is superseded (docs/schedules.md, "Running a loop once now")."""
-    if not proposal.loop or proposal.catch_up == "all" or proposal.event.door == Door.OPERATOR:
+    """The pending proposals that approving ``proposal`` supersedes: older ones of the same
+    loop (and key), ticks' and "run once now"'s alike, except for a ``catchUp: all`` loop,
+    which runs every slot; none for an event of no loop (docs/design.md §7; docs/schedules.md,
+    "Running a loop once now")."""
+    if not proposal.loop or proposal.catch_up == "all":
         return Proposal.objects.none()
     return Proposal.objects.filter(
         loop=proposal.loop, loop_key=proposal.loop_key, status=ProposalStatus.PENDING, id__lt=proposal.id
-    ).exclude(event__door=Door.OPERATOR)
+    )
 
 
 def superseded_by(proposal: Proposal) -> list[int]:

@@ -191,8 +191,7 @@ def test_schedule_trigger_prints_the_proposal_to_decide_and_exits_2_when_refused
     assert err.getvalue().strip() == "refused: unknown_loop: no loop named 'nope' in the registry in force"
 
 
-def test_a_triggered_proposal_is_the_loops_in_lists_but_neither_supersedes_nor_is_superseded_nor_counts_as_evidence(
-        registry_files, controller):
+def test_a_triggered_proposal_is_the_loops_supersedes_as_a_ticks_does_and_is_no_earning_evidence(registry_files, controller):
     registry_files.write_config("schedule.yaml", REAPER_ON)
     tick("2026-12-06T09:00:05Z")
     done = trigger(controller, "2026-12-06T09:30:00Z")
@@ -200,13 +199,31 @@ def test_a_triggered_proposal_is_the_loops_in_lists_but_neither_supersedes_nor_i
     first, second = Proposal.objects.filter(loop="reaper", event__door=Door.SCHEDULE).order_by("id")
     assert list(Proposal.objects.filter(loop="reaper", status="pending").order_by("id").values_list("pk", flat=True)) == [
         first.pk, done.proposal.pk, second.pk]
-    assert list(older_pending(done.proposal)) == []
-    approve_proposal(second.pk, user=controller, now=at("2026-12-06T10:01:00Z"), via="cli")
+    # Running the loop once now covers the older stale slot, as approving a newer tick would.
+    run = approve_proposal(done.proposal.pk, user=controller, now=at("2026-12-06T10:01:00Z"), via="cli")
     statuses = dict(Proposal.objects.values_list("pk", "status"))
-    assert (statuses[first.pk], statuses[done.proposal.pk], statuses[second.pk]) == ("superseded", "pending", "approved")
-    finish_active_runs()
-    run = approve_proposal(done.proposal.pk, user=controller, now=at("2026-12-06T10:02:00Z"), via="cli")
-    assert (run.loop, run.lane, superseded_by(done.proposal)) == ("reaper", "door:operator", [])
+    assert (statuses[first.pk], statuses[done.proposal.pk], statuses[second.pk]) == ("superseded", "approved", "pending")
+    assert (run.loop, run.lane, superseded_by(done.proposal)) == ("reaper", "door:operator", [first.pk])
     finish_active_runs()
     facts = gather(["reaper"], since=at("2026-12-06T08:00:00Z"), now=at("2026-12-06T11:00:00Z"))["reaper"]
-    assert sum(facts.runs.values()) == 1
+    assert sum(facts.runs.values()) == 0
+    # And a newer tick's approval supersedes an older pending run once now.
+    again = trigger(controller, "2026-12-06T10:30:00Z", request_id="fedcba9876543210")
+    tick("2026-12-06T11:00:05Z")
+    newest = Proposal.objects.filter(loop="reaper", event__door=Door.SCHEDULE).order_by("-id").first()
+    assert list(older_pending(newest).order_by("id").values_list("pk", flat=True)) == [second.pk, again.proposal.pk]
+
+
+def test_a_triggered_run_is_the_loops_last_run_in_the_overview(registry_files, controller):
+    from schedules.overview import schedules_overview
+
+    registry_files.write_config("schedule.yaml", REAPER_ON)
+    tick("2026-12-06T09:00:05Z")
+    tick_proposal = Proposal.objects.get(loop="reaper", event__door=Door.SCHEDULE)
+    approve_proposal(tick_proposal.pk, user=controller, now=at("2026-12-06T09:01:00Z"), via="cli")
+    finish_active_runs()
+    done = trigger(controller, "2026-12-06T09:30:00Z")
+    run = approve_proposal(done.proposal.pk, user=controller, now=at("2026-12-06T09:31:00Z"), via="cli")
+    (view,) = schedules_overview(store.current(), now=at("2026-12-06T09:32:00Z"), names=["reaper"])
+    last = view.as_json()["lastRun"]
+    assert (last["id"], last["status"], last["ofLastTick"]) == (run.pk, "queued", False)
