@@ -5,7 +5,8 @@ database stores and every reader can print safely: at most ``NOTE_MAX_LENGTH`` c
 no U+0000 (PostgreSQL cannot store it in text), no lone surrogate (JSON's ``"\\ud800"``,
 which no database stores), and no control character but tab, line feed and carriage
 return (an escape sequence in a note would act on the terminal of whoever runs
-``journal`` or ``schedule show``).
+``journal`` or ``schedule show``), nor a bidirectional override or isolate (it would show the
+note's words in another order).
 """
 
 import re
@@ -15,8 +16,10 @@ from .refusals import Refused
 #: The longest note, in characters.
 NOTE_MAX_LENGTH = 2000
 
-#: C0 controls but tab, LF and CR; DEL; C1 controls.
-_CONTROL = re.compile("[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+#: C0 controls but tab, LF and CR; DEL; C1 controls; and the bidirectional embeddings,
+#: overrides and isolates (U+202A–U+202E, U+2066–U+2069), which make text read in an order
+#: other than its own ("Trojan Source"): a journal entry must read as it was written.
+_CONTROL = re.compile("[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def check_note(note: str, refusal: type[Refused]) -> None:

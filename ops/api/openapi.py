@@ -90,8 +90,8 @@ BAD_FILTER = {400: refusal("`invalid_filter`: a status not in the enum, or a loo
                            "whole number in its range"),
               404: refusal("`not_found`: a page past the last one")}
 NO_NUL = "^[^\\u0000]*$"
-#: A note's text (lib.notes): no control character but tab, line feed and carriage return.
-NOTE_TEXT = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f]*$"
+#: A note's text (lib.notes): no control character but tab, line feed and carriage return, no bidi override.
+NOTE_TEXT = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069]*$"
 LOOP = OpenApiParameter("loop", {"type": "string", "maxLength": 63, "pattern": NO_NUL}, description="only this loop's")
 ID = OpenApiParameter("id", {"type": "integer", "minimum": 1}, OpenApiParameter.PATH,
                       description="the row's id; anything else is 404 `not_found`")
