@@ -31,7 +31,7 @@ from lib.envelope import make_envelope
 from lib.instants import format_instant
 from lib.notes import check_note
 from lib.refusals import Refused
-from runtime.models import ACTIVE_RUN_STATUSES, Actor, Door, Event, Proposal, Run
+from runtime.models import ACTIVE_RUN_STATUSES, Actor, Door, Event, JournalEntry, Proposal, Run
 from runtime.registry import Loop, Registry
 from runtime.services.admission import admit_batch
 from runtime.services.journal import entry_values, record_values
@@ -120,7 +120,7 @@ def trigger_loop(
     event_id = f"{EVENT_ID_PREFIX}{name}:{request_id}"
     seen = Event.objects.filter(uid=event_id).first()
     if seen is not None:
-        return _again(seen, key)
+        return _again(seen, key, note)
     loop, cadence_seconds = _triggerable(registry, name, key)
     envelope = trigger_envelope(loop, key=key, cadence_seconds=cadence_seconds, now=now, request_id=request_id)
     data = {"loop": name, "eventId": event_id, "via": via}
@@ -131,7 +131,7 @@ def trigger_loop(
             raise TriggerRefused("invalid_payload", "; ".join(e["detail"] for e in batch.refused[0]))
         if event_id not in batch.admitted:
             # The same request id, admitted by a concurrent request after the read above.
-            return _again(Event.objects.get(uid=event_id), key)
+            return _again(Event.objects.get(uid=event_id), key, note)
         pk = batch.admitted[event_id]
         record_values([entry_values("loop_triggered", Actor.OPERATOR, at=now, actor_name=user.get_username(), event_id=pk, data=data)])
         # Planned before the commit: no planner sees the event unplanned, and the person is
@@ -140,12 +140,17 @@ def trigger_loop(
     return Trigger(planned.event, planned.proposal, planned.outcome, planned.reason, duplicate=False)
 
 
-def _again(event: Event, key: str | None) -> Trigger:
-    """The answer to a request id seen before: its event and proposal, if it was the same trigger."""
+def _again(event: Event, key: str | None, note: str) -> Trigger:
+    """The answer to a request id seen before: its event and proposal, if it was the same
+    trigger (the same key and note: a retry); ``request_id_reused`` otherwise, since another
+    request's key or note would be dropped without a word."""
     used = event.payload.get("key")
     if used != key:
         raise TriggerRefused("request_id_reused", f"the request id of {event.uid} was used with {_key_words(used)}, "
                                                   f"not with {_key_words(key)}")
+    said = JournalEntry.objects.filter(action="loop_triggered", event=event).values_list("data", flat=True).first() or {}
+    if said.get("note", "") != note:
+        raise TriggerRefused("request_id_reused", f"the request id of {event.uid} was used with another note")
     proposal = Proposal.objects.filter(event=event).first()
     return Trigger(event, proposal, event.planning_outcome or "", event.planning_reason, duplicate=True)
 

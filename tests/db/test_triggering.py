@@ -110,6 +110,11 @@ def test_the_same_request_id_twice_admits_one_event_and_answers_with_its_proposa
     assert len(journal("loop_triggered")) == 1
     other = trigger(controller, "2026-12-06T09:41:32Z", request_id="fedcba9876543210")
     assert other.event.uid == "manual:reaper:fedcba9876543210"
+    # The same id with another note is another request, not a retry: refused, not dropped.
+    with pytest.raises(TriggerRefused) as caught:
+        trigger(controller, "2026-12-06T09:41:33Z", note="a different reason")
+    assert (caught.value.code, caught.value.detail) == (
+        "request_id_reused", "the request id of manual:reaper:0123456789abcdef was used with another note")
     assert Proposal.objects.filter(event__door=Door.OPERATOR, status="pending").count() == 2
 
 
@@ -180,7 +185,8 @@ def test_schedule_trigger_prints_the_proposal_to_decide_and_exits_2_when_refused
         f"triggered reaper: admitted manual:reaper:0123456789abcdef; proposal {proposal.pk} is pending: "
         f"decide it with `approve {proposal.pk} --as carol`")
     out = StringIO()
-    call_command("schedule", "trigger", "reaper", "--as", "carol", "--request-id", REQUEST, "--json", stdout=out)
+    call_command("schedule", "trigger", "reaper", "--as", "carol", "--request-id", REQUEST, "--note", "by hand", "--json",
+                 stdout=out)
     assert out.getvalue().strip() == (
         '{"loop":"reaper","eventId":"manual:reaper:0123456789abcdef","duplicate":true,'
         f'"planning":{{"outcome":"PROPOSED","reason":""}},"proposal":{proposal.pk}}}')
