@@ -7,6 +7,9 @@ import sys
 def main():
     """Run administrative tasks."""
     os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'factory_site.settings')
+    # Django sets TZ to its TIME_ZONE (UTC) when it loads the settings: the person's own zone,
+    # which ``--local`` without a zone shows, is kept first (runtime.management.local_times).
+    os.environ.setdefault('FACTORY_HOST_TZ', os.environ.get('TZ', ''))
     try:
         from django.core.management import execute_from_command_line
     except ImportError as exc:

@@ -2,8 +2,11 @@
 instant in the host's zone (``TZ``) or in ``ZONE``, with its offset; ``--json`` and the default
 stay RFC 3339 UTC, which scripts read."""
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, tzinfo
+from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.core.management.base import CommandError
@@ -13,6 +16,28 @@ from lib.text_table import cells_shown_as
 
 #: ``--local`` given without a zone: the host's.
 HOST = ""
+#: The environment variable holding ``TZ`` as it was before Django set it to ``TIME_ZONE`` (manage.py).
+HOST_TZ_VARIABLE = "FACTORY_HOST_TZ"
+#: The host's zone when ``TZ`` was not set.
+LOCALTIME = Path("/etc/localtime")
+
+
+def host_zone() -> tzinfo:
+    """The zone of the person running the command: ``TZ`` as they set it (``HOST_TZ_VARIABLE``),
+    else the host's ``/etc/localtime``, else UTC. Raises ``CommandError`` (exit 2) for a ``TZ``
+    that is not an IANA name this host knows."""
+    name = os.environ.get(HOST_TZ_VARIABLE, "").lstrip(":")
+    if name:
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise CommandError(f"--local: TZ={name!r} is not a time zone this host knows (an IANA name: "
+                               "Europe/Budapest); name one: --local ZONE", returncode=2) from None
+    try:
+        with LOCALTIME.open("rb") as data:
+            return ZoneInfo.from_file(data, key="localtime")
+    except (OSError, ValueError):
+        return UTC
 
 
 def add_local_argument(parser, default=None) -> None:
@@ -47,7 +72,7 @@ def localized_output(command, options: dict) -> Iterator[None]:
         yield
         return
     try:
-        zone = ZoneInfo(wanted) if wanted else None
+        zone = ZoneInfo(wanted) if wanted else host_zone()
     except (ZoneInfoNotFoundError, ValueError):
         raise CommandError(f"--local {wanted!r}: not a time zone this host knows (an IANA name: Europe/Budapest)",
                            returncode=2) from None

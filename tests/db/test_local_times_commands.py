@@ -57,3 +57,31 @@ def test_format_table_measures_the_cells_as_shown():
     with cells_shown_as(str.upper):
         assert format_table(["A", "B"], [["xyz", "1"]]) == "A    B\nXYZ  1"
     assert format_table(["A", "B"], [["xyz", "1"]]) == "A    B\nxyz  1"
+
+
+def test_local_without_a_zone_reads_in_the_zone_the_person_set_before_django_set_utc(registry_files, monkeypatch):
+    tick("2026-12-06T09:25:05Z")
+    monkeypatch.setenv("FACTORY_HOST_TZ", "Asia/Tokyo")  # manage.py keeps TZ here before Django sets it to UTC
+    assert "2026-12-06T18:25:00+09:00" in run("schedule", "show", "heartbeat", "--local")
+    monkeypatch.setenv("FACTORY_HOST_TZ", ":Asia/Kolkata")
+    assert "2026-12-06T14:55:00+05:30" in run("schedule", "show", "heartbeat", "--local")
+    monkeypatch.setenv("FACTORY_HOST_TZ", "JST-9")
+    with pytest.raises(CommandError) as caught:
+        run("schedule", "show", "heartbeat", "--local")
+    assert str(caught.value) == ("--local: TZ='JST-9' is not a time zone this host knows (an IANA name: "
+                                 "Europe/Budapest); name one: --local ZONE")
+
+
+def test_local_without_a_zone_or_tz_reads_in_the_hosts_localtime(registry_files, monkeypatch, tmp_path):
+    import shutil
+
+    from runtime.management import local_times
+
+    tick("2026-12-06T09:25:05Z")
+    monkeypatch.setenv("FACTORY_HOST_TZ", "")
+    localtime = tmp_path / "localtime"
+    shutil.copyfile("/usr/share/zoneinfo/America/New_York", localtime)
+    monkeypatch.setattr(local_times, "LOCALTIME", localtime)
+    assert "2026-12-06T04:25:00-05:00" in run("schedule", "show", "heartbeat", "--local")
+    monkeypatch.setattr(local_times, "LOCALTIME", tmp_path / "none")
+    assert "2026-12-06T09:25:00+00:00" in run("schedule", "show", "heartbeat", "--local")
