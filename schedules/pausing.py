@@ -108,6 +108,12 @@ def pause_loop(
     resumes it by itself, at most ``UNTIL_MAX_DAYS`` ahead. Raises ``PauseRefused``."""
     check_control_permission(user, PauseRefused)
     loop = _loop(registry, name)
+    # What the loop is comes before what the request says: a disabled or paused loop is
+    # refused as such whatever its note.
+    if not loop.enabled:
+        raise PauseRefused("loop_disabled", f"{name} is disabled in the registry: there is nothing to pause")
+    if LoopPause.objects.filter(loop=name).exists():
+        raise PauseRefused("already_paused", f"{name} is already paused")
     note = note.strip()
     if not note:
         raise PauseRefused("note_required", "a pause needs a note saying why the loop is paused")
@@ -117,8 +123,6 @@ def pause_loop(
     if until is not None and until > now + timedelta(days=UNTIL_MAX_DAYS):
         raise PauseRefused("until_too_far", f"until {format_instant(until)} is more than {UNTIL_MAX_DAYS} days ahead: "
                                             "to stop a loop for longer, disable it in the registry")
-    if not loop.enabled:
-        raise PauseRefused("loop_disabled", f"{name} is disabled in the registry: there is nothing to pause")
     data = _data(name, note, via, os_user, token_label)
     if until is not None:
         data["until"] = format_instant(until)

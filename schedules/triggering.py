@@ -31,7 +31,7 @@ from lib.envelope import make_envelope
 from lib.instants import format_instant
 from lib.notes import check_note
 from lib.refusals import Refused
-from runtime.models import ACTIVE_RUN_STATUSES, Actor, Door, Event, JournalEntry, Proposal, Run
+from runtime.models import ACTIVE_RUN_STATUSES, Actor, Door, Event, JournalEntry, Proposal, Run, RunStatus
 from runtime.registry import Loop, Registry
 from runtime.services.admission import admit_batch
 from runtime.services.journal import entry_values, record_values
@@ -181,7 +181,10 @@ def _triggerable(registry: Registry, name: str, key: str | None) -> tuple[Loop, 
             raise TriggerRefused("unknown_key", f"{name} has no key {key!r}")
         cadence_seconds = row["every_seconds"]
     single = singleton_key(name, key) if loop.singleton else None
-    running = single and Run.objects.filter(singleton_key=single, status__in=ACTIVE_RUN_STATUSES).values_list("pk", flat=True).first()
+    running = single and Run.objects.filter(singleton_key=single, status__in=ACTIVE_RUN_STATUSES).values_list(
+        "pk", "status").first()
     if running:
-        raise TriggerRefused("previous_run_in_flight", f"{name} is a singleton loop and run {running} is in flight")
+        pk, status = running
+        todo = ": retry or close it first" if status == RunStatus.INTERRUPTED else ""
+        raise TriggerRefused("previous_run_in_flight", f"{name} is a singleton loop and run {pk} is {status}{todo}")
     return loop, cadence_seconds

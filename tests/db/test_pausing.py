@@ -266,3 +266,14 @@ def test_a_resume_fires_even_when_a_sync_that_saw_the_pause_recorded_the_fingerp
 def test_an_until_exactly_thirty_days_ahead_is_taken(registry_files, controller):
     registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
     assert pause(controller, "2026-11-30T21:05:00Z", until="2026-12-30T21:05:00Z").until == at("2026-12-30T21:05:00Z")
+
+
+def test_what_the_loop_is_is_refused_before_what_the_request_says(registry_files, controller):
+    registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
+    with pytest.raises(PauseRefused) as refused:
+        pause(controller, "2026-11-30T21:05:00Z", loop="reaper", note="")
+    assert refused.value.code == "loop_disabled"
+    pause(controller, "2026-11-30T21:05:00Z")
+    with pytest.raises(PauseRefused) as refused:
+        pause(controller, "2026-11-30T21:06:00Z", note="x" * 2001)
+    assert (refused.value.code, refused.value.detail) == ("already_paused", "heartbeat is already paused")

@@ -86,7 +86,11 @@ def test_a_trigger_while_a_run_of_the_singleton_loop_is_in_flight_is_refused_and
     tick("2026-12-06T09:40:05Z")
     running = Run.objects.get(status=RunStatus.QUEUED)
     assert refusal(controller, "2026-12-06T09:41:30Z", loop="heartbeat") == (
-        "previous_run_in_flight", 409, f"heartbeat is a singleton loop and run {running.pk} is in flight")
+        "previous_run_in_flight", 409, f"heartbeat is a singleton loop and run {running.pk} is queued")
+    Run.objects.filter(pk=running.pk).update(status=RunStatus.INTERRUPTED)
+    assert refusal(controller, "2026-12-06T09:41:31Z", loop="heartbeat") == (
+        "previous_run_in_flight", 409,
+        f"heartbeat is a singleton loop and run {running.pk} is interrupted: retry or close it first")
     assert Event.objects.filter(door=Door.OPERATOR).count() == 0
     assert journal("loop_triggered") == []
 
