@@ -38,7 +38,8 @@ def default_window() -> str:
 
 
 class WindowError(ValueError):
-    """A ``--since`` that is neither a span (``7d``) nor a past instant; the message says why."""
+    """A window's start (``--since``, ``?since=``) that is neither a span (``7d``) nor a past
+    instant; the message says why, naming the value but not where it came from."""
 
 
 def window_start(since: str, *, now: datetime) -> datetime:
@@ -52,9 +53,9 @@ def window_start(since: str, *, now: datetime) -> datetime:
     try:
         start = parse_instant(since)
     except InstantError:
-        raise WindowError(f"--since {since!r} is neither a span ({span_error}) nor an RFC 3339 instant") from None
+        raise WindowError(f"{since!r} is neither a span ({span_error}) nor an RFC 3339 instant") from None
     if start > now:
-        raise WindowError(f"--since {since!r} is in the future")
+        raise WindowError(f"{since!r} is in the future")
     return start
 
 

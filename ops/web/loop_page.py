@@ -70,7 +70,7 @@ def report_context(registry, name: str, since: str, *, now) -> dict:
     try:
         start = window_start(since, now=now)
     except WindowError as exc:
-        return {"since": since, "report": None, "window_error": str(exc)}
+        return {"since": since, "report": None, "window_error": f"the window's start {exc}"}
     report = earning_report(registry, name, since=start, now=now, registry_dir=settings.FACTORY_REGISTRY_DIR)
     return {"since": since, "report": report, "verdict_words": VERDICT_WORDS[report["verdict"]], "window_error": ""}
 

@@ -222,10 +222,10 @@ def test_a_bad_window_is_said_on_the_page(client, viewer, reaper_history, pinned
     response = client.get("/loops/reaper/?since=soon")
     assert response.status_code == 200
     assert response.context["report"] is None
-    assert "The window cannot be read: --since &#x27;soon&#x27; is neither a span" in response.content.decode()
+    assert "The window cannot be read: the window&#x27;s start &#x27;soon&#x27; is neither a span" in response.content.decode()
     assert client.get("/loops/reaper/?since=" + "9" * 100).context["window_error"].startswith("a window is at most 64")
     future = client.get("/loops/reaper/?since=2027-01-01T00:00:00Z").context["window_error"]
-    assert future == "--since '2027-01-01T00:00:00Z' is in the future"
+    assert future == "the window's start '2027-01-01T00:00:00Z' is in the future"
 
 
 def test_a_loop_timeline_pages_by_event_id(client, viewer, reaper_history, pinned, monkeypatch):

@@ -166,7 +166,7 @@ class Command(BaseCommand):
             try:
                 since = window_start(default_window() if options["since"] is None else options["since"], now=now)
             except WindowError as exc:
-                raise CommandError(str(exc), returncode=EXIT_REFUSED) from None
+                raise CommandError(f"--since {exc}", returncode=EXIT_REFUSED) from None
             document = earning_report(registry, loop.name, since=since, now=now, registry_dir=settings.FACTORY_REGISTRY_DIR)
             self.emit(options, document, report_text)
             # The verdict is the exit status, so a script can ask "earned?" (0) without parsing.
