@@ -30,7 +30,7 @@ def list_text(items: list[dict]) -> str:
                "LAST OUTCOME", "PENDING"]
     rows = [[
         item["name"], item.get("status") or ("stopped" if item["stopped"] else "-"), _cadence_text(item), item["approval"],
-        "paused" if item.get("paused") else "yes" if item["enabled"] else "no",
+        ("yes" if item["enabled"] else "no") + (", paused" if item.get("paused") else ""),
         item["source"] + (f" ({', '.join(item['overrides'])})" if item["overrides"] else ""),
         item["lastSlotFired"] or "never", item["nextSlotDue"] or "-", _outcome_text(item),
         str(item["pendingProposals"]),

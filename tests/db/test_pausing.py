@@ -277,3 +277,17 @@ def test_what_the_loop_is_is_refused_before_what_the_request_says(registry_files
     with pytest.raises(PauseRefused) as refused:
         pause(controller, "2026-11-30T21:06:00Z", note="x" * 2001)
     assert (refused.value.code, refused.value.detail) == ("already_paused", "heartbeat is already paused")
+
+
+def test_schedule_lists_enabled_column_says_the_registry_and_the_pause_apart():
+    from ops.schedule_text import list_text
+
+    item = {"name": "heartbeat", "status": "paused", "every": "60m", "at": None, "timezone": None, "days": None,
+            "keyed": False, "approval": "auto", "enabled": True, "source": "overlay", "overrides": [],
+            "lastSlotFired": None, "nextSlotDue": None, "lastOutcome": None, "lastRun": None, "pendingProposals": 0,
+            "paused": {"by": "carol"}, "stopped": False}
+    header, row = list_text([item]).splitlines()
+    column = header.index("ENABLED")
+    assert row[column:column + len("yes, paused")] == "yes, paused"
+    header, row = list_text([{**item, "enabled": False}]).splitlines()
+    assert row[header.index("ENABLED"):].startswith("no, paused  ")
