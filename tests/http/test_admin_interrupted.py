@@ -81,3 +81,10 @@ def test_resolving_a_run_that_is_not_interrupted_says_so(client, approver, runs)
     )
     assert "1 selected run(s) were not interrupted and were left alone." in response.content.decode()
     assert Run.objects.get(pk=queued.pk).status == "queued"
+
+
+def test_an_interrupted_runs_page_has_no_admin_close_link_beside_its_decisions(client, approver, runs):
+    interrupted, _ = runs
+    client.force_login(approver)
+    page = client.get(f"/admin/runtime/run/{interrupted.pk}/change/").content.decode()
+    assert 'class="closelink"' not in page and 'class="submit-row"' not in page
