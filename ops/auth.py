@@ -15,6 +15,9 @@ from rest_framework.permissions import BasePermission
 
 #: ``request.auth`` of a request authenticated by the API token.
 API_TOKEN_AUTH = "api-token"
+#: How a person's API token starts (``ops.api.tokens.TOKEN_PREFIX``), and what a refusal adds for one.
+PERSONAL_PREFIX = b"fct_"
+PERSONAL_HINT = "; a person's token (fct_…) is for the /api/ routes: read this one signed in or with FACTORY_API_TOKEN"
 
 
 def bearer_token(request) -> bytes | None:
@@ -41,10 +44,12 @@ class BearerTokenAuthentication(BaseAuthentication):
         if presented is None:
             return None
         expected = settings.FACTORY_API_TOKEN
+        # A person's token (``fct_…``) is for the approval API: say so rather than only "wrong".
+        personal = PERSONAL_HINT if presented.startswith(PERSONAL_PREFIX) else ""
         if not expected:
-            raise exceptions.AuthenticationFailed("bearer tokens are refused: FACTORY_API_TOKEN is not set")
+            raise exceptions.AuthenticationFailed(f"bearer tokens are refused: FACTORY_API_TOKEN is not set{personal}")
         if not hmac.compare_digest(presented, expected.encode("utf-8")):
-            raise exceptions.AuthenticationFailed("the bearer token is not FACTORY_API_TOKEN")
+            raise exceptions.AuthenticationFailed(f"the bearer token is not FACTORY_API_TOKEN{personal}")
         return (None, API_TOKEN_AUTH)
 
     def authenticate_header(self, request) -> str:

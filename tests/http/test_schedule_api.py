@@ -104,3 +104,18 @@ def test_get_status_costs_constant_queries(client, token, registry_files, django
     with django_assert_num_queries(12):
         response = client.get("/status", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.json()["runs"] == {"queued": 0, "running": 0}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_persons_token_is_refused_with_where_it_belongs(client, settings, route):
+    from ops.api.tokens import TOKEN_PREFIX
+    from ops.auth import PERSONAL_PREFIX
+
+    assert PERSONAL_PREFIX == TOKEN_PREFIX.encode()
+    hint = "; a person's token (fct_…) is for the /api/ routes: read this one signed in or with FACTORY_API_TOKEN"
+    settings.FACTORY_API_TOKEN = ""
+    answer = client.get(route, headers={"Authorization": "Bearer fct_abcdefgh12345678"})
+    assert (answer.status_code, answer.json()["detail"]) == (401, "bearer tokens are refused: FACTORY_API_TOKEN is not set" + hint)
+    settings.FACTORY_API_TOKEN = TOKEN
+    answer = client.get(route, headers={"Authorization": "Bearer fct_abcdefgh12345678"})
+    assert (answer.status_code, answer.json()["detail"]) == (401, "the bearer token is not FACTORY_API_TOKEN" + hint)
