@@ -24,6 +24,7 @@ from runtime.services.approval import (
     approve_proposal,
     older_pending,
     reject_proposal,
+    superseded_by,
 )
 
 from .common import ReadOnlyAdmin, actor_words, between, instant, journal_table, journal_url, pretty_json, row_journal
@@ -233,12 +234,16 @@ class ProposalAdmin(ReadOnlyAdmin):
         Returns the ids of the runs queued."""
         now = clock.database_now()
         note = request.POST.get("note", "")
-        done, refused, runs = 0, [], []
+        done, refused, runs, covered = 0, [], [], {}
         for proposal in pending:
+            if proposal.pk in covered:
+                # Superseded by one approved just before, as the confirmation said: not a refusal.
+                continue
             try:
                 if decision == "approve":
                     runs.append((proposal.pk, approve_proposal(proposal.pk, user=request.user, now=now, note=note,
                                                                via="admin").pk))
+                    covered.update(dict.fromkeys(superseded_by(proposal), proposal.pk))
                 else:
                     reject_proposal(proposal.pk, user=request.user, now=now, note=note, via="admin")
                 done += 1
@@ -251,6 +256,10 @@ class ProposalAdmin(ReadOnlyAdmin):
                               messages.SUCCESS)
         elif done:
             self.message_user(request, f"{done} proposal(s) rejected.", messages.SUCCESS)
+        for older, newer in sorted(covered.items()):
+            if older in {p.pk for p in pending}:
+                self.message_user(request, f"Proposal {older} was superseded by proposal {newer}, as the confirmation "
+                                           "said: its slot is covered by that run.", messages.INFO)
         for line in refused:
             self.message_user(request, f"Refused: {line}", messages.ERROR)
         return [run for _, run in runs]

@@ -145,3 +145,17 @@ def test_a_filter_that_empties_the_inbox_says_so(client, approver, proposals):
     body = client.get("/admin/runtime/proposal/", {"status__exact": "rejected"}).content.decode()
     assert f'<p class="inbox-empty" id="inbox-empty">{escape(NOTHING_MATCHES)}</p>' in body
     assert 'id="inbox-empty"' not in client.get("/admin/runtime/proposal/").content.decode()
+
+
+def test_approving_both_of_a_loops_pending_proposals_says_the_older_was_superseded_not_refused(client, approver, proposals):
+    client.force_login(approver)
+    older, newer = proposals
+    done = client.post(CHANGELIST, {"action": "approve_selected", "_selected_action": [older.pk, newer.pk],
+                                    "confirm": "yes"}, follow=True)
+    said = [str(m) for m in done.context["messages"]]
+    run = Run.objects.get()
+    assert run.proposal_id == newer.pk
+    assert said == [
+        f"1 proposal(s) approved: <a href='/admin/runtime/run/{run.pk}/change/'>run {run.pk}</a> (proposal {newer.pk}) queued.",
+        f"Proposal {older.pk} was superseded by proposal {newer.pk}, as the confirmation said: its slot is covered by that run.",
+    ]
