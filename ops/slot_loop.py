@@ -23,7 +23,7 @@ from django.db.models import DateTimeField
 from runtime import clock
 from runtime.prepared import prepared_cursor
 from runtime.registry import store
-from runtime.services.backlog import backlog
+from runtime.services.backlog import backlog, backlog_now
 from runtime.services.outbox import publish_outbox
 from runtime.services.planning import plan_pending
 from schedules.due_check import check_idle
@@ -88,6 +88,32 @@ def iterate(
     return IterationReport(fired, planned, published)
 
 
+#: The planning thread's iteration looks at the registry's files only when no thread of this
+#: process did in the last half second: the tick thread, waking at the same instant, has.
+SHARED_CHECK_SECONDS = 0.5
+#: The planning thread's idle iteration leaves the doctor's row to the tick thread when that
+#: recorded an iteration this long ago at most (``slotLoopStale`` is 10 s).
+RECORDED_RECENTLY_SECONDS = 1.5
+
+
+def plan_iteration() -> IterationReport:
+    """The planning thread's iteration (``run_slot_loop``): ``iterate(ticks=False)`` at the
+    database's instant, read in the statement that asks the backlog's questions. The registry
+    is looked at unless the tick thread just did (``SHARED_CHECK_SECONDS``); the doctor's row
+    is written when the iteration published or planned, or when no iteration was recorded by
+    this process in the last ``RECORDED_RECENTLY_SECONDS`` (the tick thread records its own
+    while it holds the lease). An idle second of the planning thread is then one statement."""
+    started = time.monotonic()
+    store.refresh_if_due(SHARED_CHECK_SECONDS)
+    registry = store.current()
+    now, waiting = backlog_now()
+    published = publish_outbox(now=now, registry=registry) if waiting.outbox else 0
+    planned = plan_in_steps(now=now, registry=registry) if waiting.events or published else 0
+    if published or planned or started - _recorded[0] > RECORDED_RECENTLY_SECONDS:
+        record_iteration(now, seconds=time.monotonic() - started)
+    return IterationReport([], planned, published)
+
+
 #: Most events one iteration plans, and how many between two looks at the tick thread: a
 #: step of 250 is one multi-row chunk of the batch planner (about 0.2 s of CPU), so the tick
 #: thread waits at most that long for SQLite's write lock, and a backlog of 10,000 drains in
@@ -136,13 +162,17 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
     with prepared_cursor() as cursor:
         cursor.execute(sql, [*values.values(), LOOP_NAME])
         if cursor.rowcount:
+            _recorded[0] = time.monotonic()
             return
     defaults = {"last_iteration_at": now, "pid": os.getpid(), "host": _HOST}
     if seconds is not None:
         defaults["last_iteration_seconds"] = seconds
     SlotLoopStatus.objects.update_or_create(name=LOOP_NAME, defaults=defaults)
+    _recorded[0] = time.monotonic()
 
 
+#: ``time.monotonic()`` when this process last recorded an iteration (``record_iteration``).
+_recorded = [float("-inf")]
 _INSTANT = DateTimeField()
 _HOST = socket.gethostname()
 
@@ -218,7 +248,10 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
     while not stop.is_set():
         close_old_connections()
         try:
-            iterate(now=clock.database_now(), ticks=once)
+            if once:
+                iterate(now=clock.database_now())
+            else:
+                plan_iteration()
         except DATABASE_ERRORS as exc:
             failures.failed(exc)
         else:

@@ -32,11 +32,21 @@ def database_now() -> datetime:
     """The database's current instant, timezone-aware UTC (one query, microseconds on PostgreSQL,
     milliseconds on SQLite). Raises ``django.db.DatabaseError`` when the database is unreachable."""
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT clock_timestamp()")
-            return cursor.fetchone()[0].astimezone(UTC)
-        cursor.execute("SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now')")
-        return datetime.fromisoformat(cursor.fetchone()[0]).replace(tzinfo=UTC)
+        cursor.execute(f"SELECT {now_sql()}")
+        return instant_of(cursor.fetchone()[0])
+
+
+def now_sql() -> str:
+    """The SQL expression ``database_now`` reads, for a statement that asks other questions
+    with it (the slot loop's idle planning check); its value goes through ``instant_of``."""
+    return "clock_timestamp()" if connection.vendor == "postgresql" else "strftime('%Y-%m-%dT%H:%M:%f', 'now')"
+
+
+def instant_of(value) -> datetime:
+    """The instant of a value of ``now_sql()``: timezone-aware UTC."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC)
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 def recent_database_now() -> datetime:

@@ -153,9 +153,10 @@ class RegistryStore:
                 return False
             return self._load(fingerprint, keep_last_good=self._registry is not None)
 
-    def refresh_if_due(self) -> bool:
-        """``refresh()`` when the last look at the files is ``CHANGE_CHECK_SECONDS`` old; else nothing."""
-        if time.monotonic() - self._checked_at < CHANGE_CHECK_SECONDS:
+    def refresh_if_due(self, seconds: float | None = None) -> bool:
+        """``refresh()`` when the last look at the files is ``seconds`` old (``CHANGE_CHECK_SECONDS``
+        unless given); else nothing."""
+        if time.monotonic() - self._checked_at < (CHANGE_CHECK_SECONDS if seconds is None else seconds):
             return False
         return self.refresh()
 

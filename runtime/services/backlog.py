@@ -7,9 +7,11 @@ with the partial indexes' conditions as literals so SQLite uses them.
 """
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import connection
 
+from runtime import clock
 from runtime.models import Event, OutboxEntry, OutboxStatus
 
 
@@ -35,6 +37,15 @@ def backlog_columns() -> list[str]:
             f"EXISTS (SELECT 1 FROM {quote(Event._meta.db_table)} WHERE {quote('planned_at')} IS NULL)",
         ]
     return _columns[connection.vendor]
+
+
+def backlog_now() -> tuple[datetime, Backlog]:
+    """The database's instant (``runtime.clock.database_now``) and what waits for the slot loop
+    then: one statement, the slot loop's planning thread's whole idle question."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {clock.now_sql()}, {', '.join(backlog_columns())}")
+        now, outbox, events = cursor.fetchone()
+    return clock.instant_of(now), Backlog(outbox=bool(outbox), events=bool(events))
 
 
 def backlog() -> Backlog:

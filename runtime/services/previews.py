@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from lib.refusals import Refused
 from runtime.adapters.fake import scripted_preview
@@ -198,6 +198,24 @@ def _check_repeat(current: Preview, now: datetime) -> None:
         )
 
 
+_open_sql: dict[str, str] = {}
+
+
+def _any_open() -> bool:
+    """Whether any preview is open: plain SQL built once per process (every worker's preview
+    thread asks once a second; the queryset cost more than the answer), with the partial
+    index's statuses as literals so SQLite uses ``preview_open_idx``."""
+    if connection.vendor not in _open_sql:
+        quote = connection.ops.quote_name
+        statuses = ", ".join(f"'{status.value}'" for status in OPEN_STATUSES)
+        _open_sql[connection.vendor] = (
+            f"SELECT 1 FROM {quote(Preview._meta.db_table)} WHERE {quote('status')} IN ({statuses}) LIMIT 1"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(_open_sql[connection.vendor])
+        return cursor.fetchone() is not None
+
+
 def claim_preview(*, worker: str, clock: Callable[[], datetime]) -> Preview | None:
     """The next waiting preview, marked ``running`` for ``worker`` until its deadline; None
     when none waits. Person-requested previews go first, then the oldest.
@@ -206,6 +224,8 @@ def claim_preview(*, worker: str, clock: Callable[[], datetime]) -> Preview | No
     ``clock`` (the database's, read once) is not called. Before claiming it drops the
     waiting previews of decided proposals and records as failed the running ones past
     their deadline (their worker died)."""
+    if not _any_open():
+        return None
     rows = list(Preview.objects.filter(status__in=OPEN_STATUSES).values_list(
         "id", "status", "deadline_at", "proposal__status", "requested_by_id", "timeout_seconds"))
     if not rows:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import DateTimeField, F
 
 from runtime.adapters.base import RunResult
 from runtime.adapters.command import KILL_GRACE_SECONDS
@@ -273,6 +273,35 @@ def record_lease_lost(run_id: int, *, worker: str, attempt: int, now: datetime) 
     run = Run.objects.filter(pk=run_id).first()
     if run is not None:
         record("run_lease_lost", Actor.SYSTEM, at=now, run=run, data={"worker": worker, "attempt": attempt})
+
+
+_waiting_sql: dict[str, str] = {}
+
+
+def work_waiting(*, now: datetime, margin: timedelta | None = None) -> bool:
+    """Whether ``expire_leases`` or ``claim_next_run`` may have something to do at ``now``: a
+    queued run, or a leased one past its lease by ``margin`` (as ``expire_leases``). One
+    statement of plain SQL built once per process, over ``run_queued_idx`` and
+    ``run_leased_idx`` (their statuses as literals, so SQLite uses them): an idle worker
+    asks it once a second instead of the sweep's and the claim's querysets. It may say yes
+    when the claim then finds nothing (a run held at its barrier), never the reverse."""
+    if margin is None:
+        margin = expiry_margin(settings.FACTORY_LEASE_SECONDS)
+    if connection.vendor not in _waiting_sql:
+        quote = connection.ops.quote_name
+        table, status = quote(Run._meta.db_table), quote("status")
+        leased = ", ".join(f"'{value.value}'" for value in LEASED_STATUSES)
+        _waiting_sql[connection.vendor] = (
+            f"SELECT EXISTS (SELECT 1 FROM {table} WHERE {status} = '{RunStatus.QUEUED.value}'),"
+            f" EXISTS (SELECT 1 FROM {table} WHERE {status} IN ({leased}) AND {quote('lease_expires_at')} < %s)"
+        )
+    cutoff = _INSTANT.get_db_prep_value(now - margin, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_waiting_sql[connection.vendor], [cutoff])
+        return any(cursor.fetchone())
+
+
+_INSTANT = DateTimeField()
 
 
 def expire_leases(*, now: datetime, margin: timedelta | None = None) -> int:
