@@ -1,37 +1,28 @@
 """The pure parts of bench/peers_bench.py: its arguments, its numbers and ratios, its tables.
 
-No database, no network, no virtualenv: the module is loaded from its file and only its
+No database, no network, no virtualenv: the module is imported (`bench.peers_bench`) and only its
 functions are called (the peers are never installed by the test suite).
 """
 
 import argparse
-import importlib.util
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from bench import peers_bench
 
 
-@pytest.fixture(scope="module")
-def peers_bench():
-    spec = importlib.util.spec_from_file_location("peers_bench", PROJECT_DIR / "bench" / "peers_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_loops_are_a_comma_separated_list_of_counts(peers_bench):
+def test_loops_are_a_comma_separated_list_of_counts():
     assert peers_bench.parse_loops("100,1000,10000") == [100, 1000, 10000]
     assert peers_bench.parse_loops("10_000") == [10000]
 
 
 @pytest.mark.parametrize("text", ["", "ten", "100,", "100;1000", "0", "100,-5", "1.5"])
-def test_loops_refuse_anything_but_positive_counts(peers_bench, text):
+def test_loops_refuse_anything_but_positive_counts(text):
     with pytest.raises(argparse.ArgumentTypeError):
         peers_bench.parse_loops(text)
 
 
-def test_databases_are_sqlite_and_postgresql_only(peers_bench):
+def test_databases_are_sqlite_and_postgresql_only():
     assert peers_bench.parse_databases("postgresql,sqlite") == ["postgresql", "sqlite"]
     with pytest.raises(
         argparse.ArgumentTypeError, match="'sqlite,mysql': a comma-separated list of sqlite, postgresql"
@@ -39,7 +30,7 @@ def test_databases_are_sqlite_and_postgresql_only(peers_bench):
         peers_bench.parse_databases("sqlite,mysql")
 
 
-def test_defaults_are_the_documented_run(peers_bench):
+def test_defaults_are_the_documented_run():
     args = peers_bench.parse_args([])
     assert (args.loops, args.databases, args.repeat, args.child_timeout) == (
         [100, 1000, 10000], ["sqlite", "postgresql"], 3, 600)
@@ -50,21 +41,21 @@ def test_defaults_are_the_documented_run(peers_bench):
     "argv",
     [["--loops", "x"], ["--repeat", "0"], ["--databases", "oracle"], ["--postgres-url", "mysql://localhost/db"]],
 )
-def test_bad_arguments_exit_with_a_usage_error(peers_bench, argv, capsys):
+def test_bad_arguments_exit_with_a_usage_error(argv, capsys):
     with pytest.raises(SystemExit) as exited:
         peers_bench.parse_args(argv)
     assert exited.value.code == 2
     assert "error: " in capsys.readouterr().err
 
 
-def test_a_postgres_url_is_not_checked_for_a_sqlite_only_run(peers_bench):
+def test_a_postgres_url_is_not_checked_for_a_sqlite_only_run():
     assert peers_bench.parse_args(["--databases", "sqlite", "--postgres-url", "x"]).databases == ["sqlite"]
 
 
 @pytest.mark.parametrize(
     "value, text", [(0.02134, "0.021"), (1.456, "1.46"), (19.54, "19.5"), (103.4, "103"), (1234.5, "1,234")]
 )
-def test_numbers_keep_three_significant_figures(peers_bench, value, text):
+def test_numbers_keep_three_significant_figures(value, text):
     assert peers_bench.number(value) == text
 
 
@@ -79,7 +70,7 @@ def test_numbers_keep_three_significant_figures(peers_bench, value, text):
         (None, 4.5, "—"),
     ],  # fmt: skip
 )
-def test_ratios_are_peer_over_this_runtime(peers_bench, peer, runtime, text):
+def test_ratios_are_peer_over_this_runtime(peer, runtime, text):
     assert peers_bench.ratio(peer, runtime) == text
 
 
@@ -103,7 +94,7 @@ ROUNDS = [
 ]
 
 
-def test_the_table_gives_the_rounds_medians_and_their_ratios(peers_bench):
+def test_the_table_gives_the_rounds_medians_and_their_ratios():
     lines = peers_bench.figures_table(ROUNDS, {"sqlite": "SQLite 3.40.1"}).splitlines()
     assert [cell.strip() for cell in lines[0].strip("| ").split("|")] == [
         "database", "loops", "runtime burst s", "runtime idle ms", "celery-beat burst s", "celery-beat idle ms",
@@ -116,14 +107,14 @@ def test_the_table_gives_the_rounds_medians_and_their_ratios(peers_bench):
     assert len(lines) == 3
 
 
-def test_the_statements_table_counts_per_due_loop(peers_bench):
+def test_the_statements_table_counts_per_due_loop():
     lines = peers_bench.statements_table(ROUNDS, {}).splitlines()
     assert [cell.strip() for cell in lines[2].strip("| ").split("|")] == [
         "SQLite", "100", "0.07", "9", "5.00", "1", "1.02", "2",
     ]  # fmt: skip
 
 
-def test_a_burst_longer_than_the_interval_has_no_idle_figure(peers_bench):
+def test_a_burst_longer_than_the_interval_has_no_idle_figure():
     rounds = [
         result("runtime", 10000, 2.26, 4.96, 100, 9),
         result("celery-beat", 10000, 75.0, None, 50000, None),
@@ -137,7 +128,7 @@ def test_a_burst_longer_than_the_interval_has_no_idle_figure(peers_bench):
     assert [cell.strip() for cell in row.strip("| ").split("|")][4:6] == ["5.00", "—"]
 
 
-def test_a_system_stopped_at_its_time_limit_is_shown_as_longer_than_it(peers_bench):
+def test_a_system_stopped_at_its_time_limit_is_shown_as_longer_than_it():
     stopped = {**result("celery-beat", 10000, None, None, None, None), "stoppedAfter": 600}
     rounds = [result("runtime", 10000, 0.9, 0.7, 30, 2), stopped, result("apscheduler", 10000, 21.1, 0.536, 10002, 2)]
     row = peers_bench.figures_table(rounds, {}).splitlines()[2]
@@ -148,7 +139,7 @@ def test_a_system_stopped_at_its_time_limit_is_shown_as_longer_than_it(peers_ben
     assert [cell.strip() for cell in row.strip("| ").split("|")][4:6] == ["—", "—"]
 
 
-def test_a_child_past_its_time_limit_is_stopped_and_reported(peers_bench, monkeypatch, tmp_path):
+def test_a_child_past_its_time_limit_is_stopped_and_reported(monkeypatch, tmp_path):
     def too_slow(argv, **kwargs):
         raise peers_bench.subprocess.TimeoutExpired(argv, kwargs["timeout"])
 
