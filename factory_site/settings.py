@@ -5,6 +5,7 @@ each one. The runtime's own knobs live under ``FACTORY_`` and are read only here
 the rest of the code reads ``settings.FACTORY_*`` and never the environment.
 """
 
+import os
 import secrets
 from pathlib import Path
 
@@ -130,6 +131,10 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "factory_site.wsgi.application"
 
+# An empty DATABASE_URL (``DATABASE_URL= manage.py …``) is the default, as an unset one: django-environ
+# would give a database with no ENGINE and a KeyError later.
+if not os.environ.get("DATABASE_URL", "").strip():
+    os.environ.pop("DATABASE_URL", None)
 DATABASES = {
     "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'factory.sqlite3'}"),
 }

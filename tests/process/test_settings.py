@@ -24,6 +24,13 @@ def test_a_relative_sqlite_file_is_relative_to_the_project():
     assert name == str(PROJECT_DIR / "var" / "demo" / "x.sqlite3")
 
 
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_database_url_is_the_embedded_default(empty):
+    engine_and_name = settings_value("settings.DATABASES['default']['ENGINE'], settings.DATABASES['default']['NAME']",
+                                     DATABASE_URL=empty)
+    assert engine_and_name == f"runtime.sqlite_backend {PROJECT_DIR / 'var' / 'factory.sqlite3'}"
+
+
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout():
     options = settings_value("settings.DATABASES['default']['OPTIONS']", DATABASE_URL="sqlite:////tmp/x.sqlite3")
     assert "journal_mode=WAL" in options and "'timeout': 30" in options and "IMMEDIATE" in options
