@@ -28,7 +28,8 @@ from lib.calendar import loop_rule
 from lib.instants import format_instant, rounded_seconds
 from runtime.models import Event, PlanningOutcome, Run, RunStatus
 from runtime.registry import Loop, Registry
-from schedules.models import ScheduleState
+from schedules.emitter import LEASE_NAME
+from schedules.models import ScheduleState, TickEmitterLease
 
 from .models import ProcessRecord
 from .process_rows import RECENT_SECONDS, is_skewed
@@ -157,15 +158,35 @@ def run_backlog(
 
 def find_processes(*, now: datetime) -> list[dict]:
     """The processes seen within ``RECENT_SECONDS`` of ``now``: ``[{role, host, pid, startedAt,
-    lastSeenAt, clockOffsetSeconds}]`` by role, host and pid. One query (``process_last_seen_idx``)."""
+    lastSeenAt, clockOffsetSeconds}]`` by role, host and pid; a slot loop also says whether it
+    ``emitsTicks`` (holds the unexpired tick emitter lease at ``now``, docs/design.md §5). Two
+    queries (``process_last_seen_idx``; the lease's one row)."""
     rows = ProcessRecord.objects.filter(last_seen_at__gte=now - timedelta(seconds=RECENT_SECONDS)).values_list(
         "role", "host", "pid", "started_at", "last_seen_at", "clock_offset_seconds"
     )
-    return [
-        {"role": role, "host": host, "pid": pid, "startedAt": format_instant(started),
-         "lastSeenAt": format_instant(seen), "clockOffsetSeconds": rounded_seconds(offset)}
-        for role, host, pid, started, seen, offset in sorted(rows, key=lambda row: row[:3])
-    ]
+    emitter = tick_emitter(now=now)
+    found = []
+    for role, host, pid, started, seen, offset in sorted(rows, key=lambda row: row[:3]):
+        item = {"role": role, "host": host, "pid": pid, "startedAt": format_instant(started),
+                "lastSeenAt": format_instant(seen), "clockOffsetSeconds": rounded_seconds(offset)}
+        if role == SLOT_LOOP_ROLE:
+            item["emitsTicks"] = emitter == (host, pid)
+        found.append(item)
+    return found
+
+
+#: The role of a slot loop's process row (``manage.py slot_loop``).
+SLOT_LOOP_ROLE = "slot-loop"
+
+
+def tick_emitter(*, now: datetime) -> tuple[str, int] | None:
+    """``(host, pid)`` of the process holding the unexpired tick emitter lease at ``now`` (its
+    holder is ``host:pid:token``), or None when none holds it."""
+    holder = TickEmitterLease.objects.filter(name=LEASE_NAME, expires_at__gt=now).values_list("holder", flat=True).first()
+    if not holder:
+        return None
+    host, pid, _token = holder.rsplit(":", 2)
+    return (host, int(pid)) if pid.isdigit() else None
 
 
 def clock_skew(processes: list[dict]) -> list[dict]:

@@ -209,3 +209,21 @@ def test_a_run_backlog_in_words(registry_files, settings):
     assert (code, text.splitlines()) == (1, [
         "1 anomaly", "run backlog: 1 run(s) queued, the oldest for 91.0 s (warns past 1000 runs or 60 s)",
     ])
+
+
+def test_the_processes_say_which_slot_loop_emits_ticks():
+    from ops.doctor_checks import find_processes
+    from ops.models import ProcessRecord
+    from schedules.models import TickEmitterLease
+
+    now = at("2026-12-06T21:00:00Z")
+    for role, pid in (("slot-loop", 11), ("slot-loop", 22), ("worker", 33)):
+        ProcessRecord.objects.create(role=role, host="factory-1", pid=pid, started_at=now, last_seen_at=now,
+                                     clock_offset_seconds=0.0)
+    TickEmitterLease.objects.create(name="ticks", holder="factory-1:22:0a1b2c3d", acquired_at=now,
+                                    expires_at=at("2026-12-06T21:00:03Z"))
+    shown = [(p["role"], p["pid"], p.get("emitsTicks")) for p in find_processes(now=now)]
+    assert shown == [("slot-loop", 11, False), ("slot-loop", 22, True), ("worker", 33, None)]
+    # An expired lease: nobody emits until one takes it again.
+    later = [(p["pid"], p.get("emitsTicks")) for p in find_processes(now=at("2026-12-06T21:00:03Z"))]
+    assert later == [(11, False), (22, False), (33, None)]
