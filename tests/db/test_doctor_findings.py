@@ -113,7 +113,7 @@ def test_a_process_seen_recently_with_a_skewed_clock_is_clock_skew(registry_file
     document = status("2026-11-30T21:00:10Z")
     assert document["clockSkew"] == [{
         "role": "slot-loop", "host": skewed.host, "pid": skewed.pid, "startedAt": "2026-11-30T21:00:00Z",
-        "lastSeenAt": "2026-11-30T21:00:00Z", "clockOffsetSeconds": 90.0,
+        "lastSeenAt": "2026-11-30T21:00:00Z", "clockOffsetSeconds": 90.0, "emitsTicks": False,
     }]
     assert [p["role"] for p in document["processes"]] == ["slot-loop", "worker"]
     assert "clockSkew" in document["anomalies"]

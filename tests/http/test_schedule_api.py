@@ -100,8 +100,8 @@ def test_get_status_costs_constant_queries(client, token, registry_files, django
     # Four for the loops and runs (the due states, the pile-ups, the slot loop's row, the run
     # counts), seven for the runs', loops' and clocks' findings (one more, for stuckLoops, when a
     # loop's last tick found its run in flight: tests/db/test_doctor_findings.py), one for the
-    # long pauses.
-    with django_assert_num_queries(12):
+    # long pauses, one for the tick emitter lease (the processes' emitsTicks).
+    with django_assert_num_queries(13):
         response = client.get("/status", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.json()["runs"] == {"queued": 0, "running": 0}
 
