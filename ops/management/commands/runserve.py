@@ -41,7 +41,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from lib.listen_address import AddressTaken, ensure_free
-from lib.processes import SUPERVISOR_PID_VARIABLE, die_with_parent
+from lib.processes import SUPERVISOR_PID_VARIABLE, ChildExits, die_with_parent
 from ops.metrics_intake import (
     MULTIPROCESS_VARIABLE,
     MultiprocessDirInUse,
@@ -60,6 +60,8 @@ DEMO_VAR_DIR = "var/demo"
 #: Beyond a worker's stop grace and its command's kill, how long children get before SIGKILL.
 SHUTDOWN_SLACK_SECONDS = 10
 POLL_SECONDS = 0.2
+#: The longest the supervisor waits on its children's pidfds before it looks again anyway.
+WATCH_SECONDS = 5.0
 #: Threads per gunicorn worker: with the default two workers, 32 requests at once — ten slow
 #: clients all landing on one worker still leave it six (docs/design.md §10).
 HTTP_THREADS = 16
@@ -255,15 +257,29 @@ class Command(BaseCommand):
         return {name: self.spawn(argv, envs[name]) for name, argv in commands.items()}
 
     def supervise(self, children: dict[str, subprocess.Popen]) -> int:
+        """Until a stop signal or a child's exit: then stop every child. Waits on the children's
+        pidfds and the signal wake-up pipe (``lib.processes.ChildExits``), so an idle runtime's
+        supervisor does not wake up; polls every ``POLL_SECONDS`` where pidfds are missing."""
         exit_code = 0
-        while not self.stopping:
-            dead = {name: child.returncode for name, child in children.items() if child.poll() is not None}
-            if dead:
-                for name, code in dead.items():
-                    self.stderr.write(f"child {name} exited with status {code}; stopping the runtime")
-                exit_code = 1
-                break
-            time.sleep(POLL_SECONDS)
+        try:
+            exits = ChildExits([child.pid for child in children.values()])
+        except (AttributeError, OSError, ValueError):
+            exits = None
+        try:
+            while not self.stopping:
+                dead = {name: child.returncode for name, child in children.items() if child.poll() is not None}
+                if dead:
+                    for name, code in dead.items():
+                        self.stderr.write(f"child {name} exited with status {code}; stopping the runtime")
+                    exit_code = 1
+                    break
+                if exits is not None:
+                    exits.wait(WATCH_SECONDS)
+                else:
+                    time.sleep(POLL_SECONDS)
+        finally:
+            if exits is not None:
+                exits.close()
         self.stop_children(children)
         return exit_code
 
