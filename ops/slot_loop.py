@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import close_old_connections, connection, connections
-from django.db.models import DateTimeField
 
 from runtime import clock
-from runtime.prepared import prepared_cursor
+from runtime.prepared import instant_param, prepared_cursor
 from runtime.registry import store
 from runtime.services.backlog import backlog, backlog_now
 from runtime.services.outbox import publish_outbox
@@ -143,7 +142,7 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
     """Write the ``SlotLoopStatus`` row the doctor's ``slotLoopStale`` reads; ``seconds``, when
     given, is how long the completed iteration took (``/metrics``' iteration time). One
     precompiled ``UPDATE`` (every iteration makes it); the row is created the first time."""
-    values = {"last_iteration_at": _INSTANT.get_db_prep_value(now, connection), "pid": os.getpid(), "host": _HOST}
+    values = {"last_iteration_at": instant_param(now), "pid": os.getpid(), "host": _HOST}
     if seconds is not None:
         values["last_iteration_seconds"] = seconds
     quote = connection.ops.quote_name
@@ -173,7 +172,6 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
 
 #: ``time.monotonic()`` when this process last recorded an iteration (``record_iteration``).
 _recorded = [float("-inf")]
-_INSTANT = DateTimeField()
 _HOST = socket.gethostname()
 
 

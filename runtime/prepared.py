@@ -19,6 +19,7 @@ import sys
 
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
+from django.db.models import DateTimeField
 
 
 def prepared_cursor() -> CursorWrapper:
@@ -51,3 +52,12 @@ def _preparing_cursor_class():
             return super().execute(query, params, prepare=True, binary=binary)
 
     return PreparingCursor
+
+
+_INSTANT = DateTimeField()
+
+
+def instant_param(value):
+    """An aware instant as a parameter of this connection's plain-SQL statements (the stored
+    form Django gives a ``DateTimeField``: text on SQLite, a timestamp on PostgreSQL)."""
+    return _INSTANT.get_db_prep_value(value, connection)

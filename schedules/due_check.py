@@ -21,16 +21,14 @@ paused, when one of its rows is due.
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import DateTimeField
 
 from runtime.models import Event
-from runtime.prepared import prepared_cursor
+from runtime.prepared import instant_param, prepared_cursor
 from runtime.registry import Loop
 from runtime.services.backlog import Backlog, backlog_columns
 
 from .models import KeyedRule, KeyedSchedule, LoopPause, ScheduleState, ScheduleSync
 
-_INSTANT = DateTimeField()
 _sql: dict[tuple, tuple[str, list]] = {}
 
 
@@ -112,7 +110,7 @@ def check_idle(
 
 def _ask(sync_name, fingerprint, due_by, future_after, keyed, *, with_backlog: bool) -> tuple[bool, Backlog | None]:
     sql, constants = _statement(keyed, with_backlog=with_backlog)
-    due, future = (_INSTANT.get_db_prep_value(value, connection) for value in (due_by, future_after))
+    due, future = (instant_param(value) for value in (due_by, future_after))
     params = [sync_name, due, future, future, *constants]
     if any(loop.enabled for loop in keyed):
         params.append(due)

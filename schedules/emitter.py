@@ -19,9 +19,8 @@ import socket
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import DateTimeField
 
-from runtime.prepared import prepared_cursor
+from runtime.prepared import instant_param, prepared_cursor
 
 from .models import TickEmitterLease
 
@@ -79,7 +78,7 @@ class EmitterLease:
         holds it), or a take of a lease that is this process's or has expired (``acquired_at``
         = ``now``). Plain SQL, prepared on PostgreSQL: the tick thread asks every second, and
         the ORM's two querysets cost more than the database's answer."""
-        instant, until = (_INSTANT.get_db_prep_value(value, connection) for value in (now, now + _LEASE))
+        instant, until = (instant_param(value) for value in (now, now + _LEASE))
         with prepared_cursor() as cursor:
             acquired = [self.holder, instant, instant] if self.held else [instant]
             cursor.execute(
@@ -94,7 +93,6 @@ class EmitterLease:
             self.held = False
 
 
-_INSTANT = DateTimeField()
 _LEASE = timedelta(seconds=LEASE_SECONDS)
 _sql: dict[tuple, str] = {}
 

@@ -11,11 +11,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import DateTimeField, F
+from django.db.models import F
 
 from runtime.adapters.base import RunResult
 from runtime.adapters.command import KILL_GRACE_SECONDS
 from runtime.models import Actor, Event, Proposal, Run, RunStatus, run_lane
+from runtime.prepared import instant_param
 from runtime.registry import Registry, get_registry
 
 from .barriers import barrier_free, lost_barrier_race
@@ -295,13 +296,12 @@ def work_waiting(*, now: datetime, margin: timedelta | None = None) -> bool:
             f"SELECT EXISTS (SELECT 1 FROM {table} WHERE {status} = '{RunStatus.QUEUED.value}'),"
             f" EXISTS (SELECT 1 FROM {table} WHERE {status} IN ({leased}) AND {quote('lease_expires_at')} < %s)"
         )
-    cutoff = _INSTANT.get_db_prep_value(now - margin, connection)
+    cutoff = instant_param(now - margin)
     with connection.cursor() as cursor:
         cursor.execute(_waiting_sql[connection.vendor], [cutoff])
         return any(cursor.fetchone())
 
 
-_INSTANT = DateTimeField()
 
 
 def expire_leases(*, now: datetime, margin: timedelta | None = None) -> int:
