@@ -112,6 +112,7 @@ def child(loops: int, database_url: str, repeat: int) -> dict:
     from runtime.registry import store
     from schedules.models import ScheduleState
     from schedules.state import ensure_synced
+    from schedules.tick_rows import tick_forms
     from schedules.ticks import emit_due_ticks
 
     try:
@@ -126,6 +127,7 @@ def child(loops: int, database_url: str, repeat: int) -> dict:
             for name in registry.loops
         ], batch_size=5000)
         ensure_synced(registry, previous)  # as the iteration before this slot left them
+        tick_forms(registry)  # as the slot loop's tick thread does when it adopts a registry
         gc.freeze()  # as `manage.py slot_loop` does once its registry is loaded
 
 

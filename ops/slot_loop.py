@@ -30,6 +30,7 @@ from schedules.emitter import EmitterLease
 from schedules.models import SlotLoopStatus
 from schedules.repair import future_limit
 from schedules.state import SYNC_NAME, loops_fingerprint
+from schedules.tick_rows import tick_forms
 from schedules.ticks import TickReport, emit_due_ticks, keyed_loops
 
 from .failure_streak import DATABASE_ERRORS, FailureStreak
@@ -197,7 +198,9 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
             return True
 
         store.refresh()
-        fired = emit_due_ticks(now=now, registry=store.current(), renew=renew)
+        registry = store.current()
+        tick_forms(registry)  # built once per registry, before its first burst needs them
+        fired = emit_due_ticks(now=now, registry=registry, renew=renew)
         record_iteration(latest[-1], seconds=time.monotonic() - started)
         return fired
     finally:

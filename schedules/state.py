@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import DateTimeField, Max, Q
+from django.db.models import Max, Q
 
 from lib.calendar import loop_rule
 from lib.json_text import canonical_json
+from runtime.prepared import instant_param
 from runtime.registry import Loop, Registry
 from runtime.services.bulk_rows import recordset, stored_instant
 
@@ -29,8 +30,6 @@ logger = logging.getLogger(__name__)
 
 #: States one ``UPDATE … FROM (VALUES …)`` advances: 4 parameters a row.
 UPDATE_ROWS = 1000
-#: The columns ``_values_update`` writes as instants.
-INSTANT_COLUMNS = frozenset({"last_slot", "next_due"})
 #: The ``ScheduleSync`` row of the interval and time-of-day loops.
 SYNC_NAME = "loops"
 
@@ -131,12 +130,42 @@ class DueState:
 
 def due_states(*, due_by: datetime, future_after: datetime) -> dict[str, DueState]:
     """The states due at ``due_by`` and those whose last slot lies after ``future_after``
-    (to repair, ``schedules.repair``), by loop name: one query on the two indexes."""
-    rows = (
-        ScheduleState.objects.filter(Q(next_due__lte=due_by) | Q(last_slot__gt=future_after)).order_by()
-        .values_list("pk", "loop", "enabled", "last_slot", "next_due")
+    (to repair, ``schedules.repair``), by loop name: one query on the two indexes. Plain
+    SQL, each distinct stored instant read once: a burst reads every due loop's row, and
+    the ORM's converter per value was most of the read (docs/performance.md)."""
+    quote = connection.ops.quote_name
+    # On SQLite the instants are read as expressions: a column read as itself goes through
+    # the driver's converter for its declared type, once per value.
+    instants = [f"{quote(c)} || ''" if connection.vendor == "sqlite" else quote(c) for c in ("last_slot", "next_due")]
+    columns = ", ".join([*(quote(c) for c in ("id", "loop", "enabled")), *instants])
+    sql = (
+        f"SELECT {columns} FROM {quote(ScheduleState._meta.db_table)}"
+        f" WHERE {quote('next_due')} <= %s OR {quote('last_slot')} > %s"
     )
-    return {row[1]: DueState(*row) for row in rows}
+    read = _instant_reader()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [instant_param(due_by), instant_param(future_after)])
+        return {
+            loop: DueState(pk, loop, bool(enabled), read(last_slot), read(next_due))
+            for pk, loop, enabled, last_slot, next_due in cursor.fetchall()
+        }
+
+
+def _instant_reader():
+    """A function from a stored instant to an aware UTC ``datetime`` (None stays None),
+    converting each distinct stored value once; PostgreSQL's driver already gives instants."""
+    if connection.vendor == "postgresql":
+        return lambda value: value
+    seen: dict = {None: None}
+    convert = connection.ops.convert_datetimefield_value
+
+    def read(value):
+        found = seen.get(value, seen)
+        if found is seen:
+            found = seen[value] = convert(value, None, connection)
+        return found
+
+    return read
 
 
 def set_next_due(states: list[ScheduleState] | list[DueState]) -> None:
@@ -144,18 +173,7 @@ def set_next_due(states: list[ScheduleState] | list[DueState]) -> None:
     per ``UPDATE_ROWS`` rows (PostgreSQL; SQLite 3.33+)."""
     for first in range(0, len(states), UPDATE_ROWS):
         chunk = states[first:first + UPDATE_ROWS]
-        _values_update(["next_due"], [(s.loop, s.next_due) for s in chunk], forward_only=False)
-
-
-@dataclass(frozen=True)
-class Advance:
-    """A loop's newest tick of a batch: its slot, eventId, next due, and whether it fired fresh."""
-
-    loop: str
-    slot: datetime
-    event_id: str
-    next_due: datetime
-    fresh: bool
+        _next_due_update([(s.loop, s.next_due) for s in chunk])
 
 
 def _effective(registry: Registry, name: str, pauses: dict) -> bool:
@@ -200,7 +218,7 @@ def record_reenabled(registry: Registry, states: dict[str, ScheduleState], now: 
     """An ``enabled`` change at ``now`` for each loop enabled in ``registry`` and not paused
     whose state is still marked disabled, unless its last change already says so (``enabled``,
     or ``resumed``: a resumed loop is re-enabled by its pause's end). The state itself stays
-    disabled until the loop fires fresh (``advance_loops``, ``keyed_states``), so a second
+    disabled until the loop fires fresh (``mark_fresh``, ``keyed_states``), so a second
     sync before that tick must not record the turn twice: one query over those loops' last
     changes."""
     pauses = pauses or {}
@@ -217,71 +235,30 @@ def record_reenabled(registry: Registry, states: dict[str, ScheduleState], now: 
     ])
 
 
-def advance_loops(advances: list[Advance], now: datetime) -> None:
-    """Record a batch of ticks admitted at ``now`` (one ``Advance`` per loop, its newest
-    tick); call in the admitting transaction, after ``sync_registry`` made the rows.
-
-    A ``fresh`` loop (never fired, or re-enabled) gets ``enabledSince = now``. The last
-    slot (with the last eventId and the next due) only moves forward: a second process
-    that fired an older slot changes nothing. One ``UPDATE … FROM (VALUES …)`` per
-    ``UPDATE_ROWS`` loops (PostgreSQL; SQLite 3.33+), and two updates for the fresh ones.
-    """
-    fresh = [a.loop for a in advances if a.fresh]
-    if fresh:
-        ScheduleState.objects.filter(loop__in=fresh, enabled=False).update(enabled=True, enabled_since=now)
-        ScheduleState.objects.filter(loop__in=fresh, enabled_since__isnull=True).update(enabled_since=now)
-    for first in range(0, len(advances), UPDATE_ROWS):
-        _advance_rows(advances[first:first + UPDATE_ROWS], now)
+def mark_fresh(loops: list[str], now: datetime) -> None:
+    """Loops that fired fresh at ``now`` (never fired, or re-enabled): marked enabled since
+    ``now`` (two updates; none when ``loops`` is empty)."""
+    if loops:
+        ScheduleState.objects.filter(loop__in=loops, enabled=False).update(enabled=True, enabled_since=now)
+        ScheduleState.objects.filter(loop__in=loops, enabled_since__isnull=True).update(enabled_since=now)
 
 
-def _advance_rows(advances: list[Advance], now: datetime) -> None:
-    _values_update(
-        ["last_slot", "last_event_id", "next_due"],
-        [(a.loop, a.slot, a.event_id, a.next_due) for a in advances],
-        forward_only=True, stamp=now,
-    )
-
-
-def _values_update(columns: list[str], rows: list[tuple], *, forward_only: bool, stamp: datetime | None = None) -> None:
-    """``UPDATE schedulestate SET column = v.… FROM (VALUES (loop, value, …), …) AS v`` (on
-    PostgreSQL from the rows of one JSON parameter: ``runtime.services.bulk_rows.recordset``)
-    on the rows' loops; ``forward_only`` only where the last slot moves forward (``columns[0]``
-    is then ``last_slot``); ``stamp`` also sets ``last_tick_at``. Values are instants,
-    text or null (``INSTANT_COLUMNS`` are instants)."""
+def _next_due_update(rows: list[tuple[str, datetime | None]]) -> None:
+    """``UPDATE schedulestate SET next_due = v.… FROM (VALUES (loop, next due), …) AS v`` on
+    the rows' loops (on PostgreSQL from the rows of one JSON parameter:
+    ``runtime.services.bulk_rows.recordset``); each distinct instant is adapted once."""
     if not rows:
         return
-    instant = DateTimeField()
     quote = connection.ops.quote_name
     table = quote(ScheduleState._meta.db_table)
-    postgres = connection.vendor == "postgresql"
-    if postgres:
-        # Instants as their ISO text, each formatted once: a burst's states share a few slots.
-        kinds = [c in INSTANT_COLUMNS for c in columns]
-        rows = [(row[0], *(stored_instant(v) if is_instant else v for v, is_instant in zip(row[1:], kinds, strict=True)))
-                for row in rows]
-        source, params = recordset(ScheduleState._meta.db_table, ["loop", *columns], rows, "v")
-        picked = [f"v.{quote(c)}" for c in ["loop", *columns]]
+    rows = [(loop, stored_instant(next_due)) for loop, next_due in rows]
+    if connection.vendor == "postgresql":
+        source, params = recordset(ScheduleState._meta.db_table, ["loop", "next_due"], rows, "v")
+        loop, next_due = f"v.{quote('loop')}", f"v.{quote('next_due')}"
     else:
-        kinds = [c in INSTANT_COLUMNS for c in columns]
-        params, adapted = [], {}  # a batch shares a few instants: each is adapted once
-        for row in rows:
-            params.append(row[0])
-            for value, is_instant in zip(row[1:], kinds, strict=True):
-                if is_instant and value not in adapted:
-                    adapted[value] = instant.get_db_prep_value(value, connection)
-                params.append(adapted[value] if is_instant else value)
-        row_sql = "(" + ", ".join(["%s"] * (len(columns) + 1)) + ")"
-        source = f"(VALUES {', '.join([row_sql] * len(rows))}) AS v"
-        picked = [f"v.column{n + 1}" for n in range(len(columns) + 1)]
-    assignments = [f"{quote(c)} = {value}" for c, value in zip(columns, picked[1:], strict=True)]
-    if stamp is not None:
-        assignments.append(f"{quote('last_tick_at')} = %s")
-        params.insert(0, instant.get_db_prep_value(stamp, connection))
-    where = f"{table}.{quote('loop')} = {picked[0]}"
-    if forward_only:
-        last = f"{table}.{quote('last_slot')}"
-        where += f" AND ({last} IS NULL OR {last} < {picked[1]})"
-    sql = f"UPDATE {table} SET {', '.join(assignments)} FROM {source} WHERE {where}"
+        source = f"(VALUES {', '.join(['(%s, %s)'] * len(rows))}) AS v"
+        params, loop, next_due = [value for row in rows for value in row], "v.column1", "v.column2"
+    sql = f"UPDATE {table} SET {quote('next_due')} = {next_due} FROM {source} WHERE {table}.{quote('loop')} = {loop}"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
 

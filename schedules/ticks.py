@@ -18,28 +18,25 @@ from django.db import transaction
 from lib.calendar import loop_rule
 from lib.instants import format_instant
 from lib.slots import DueSlot, due_slots
-from runtime.models import Door
 from runtime.registry import Loop, Registry
-from runtime.services.admission import admit_batch
 
 from .due_check import nothing_due
-from .envelope import tick_envelope
 from .keyed import apply_keyed_events, emit_keyed_ticks
 from .models import ScheduleState
 from .pausing import paused_loops, resume_expired
 from .repair import future_limit, repair_future_slots
 from .state import (
     SYNC_NAME,
-    Advance,
     DueState,
-    advance_loops,
     due_states,
     ensure_synced,
     keyed_states,
     loops_fingerprint,
+    mark_fresh,
     next_due_of,
     set_next_due,
 )
+from .tick_rows import write_ticks
 
 logger = logging.getLogger(__name__)
 
@@ -76,20 +73,21 @@ def due_ticks(
     every registry loop or of the loops ``names``."""
     result = []
     loops = registry.loops.values() if names is None else [registry.loops[n] for n in names if n in registry.loops]
+    # A burst's loops share a few rules and last slots: each distinct case is worked out once.
+    found: dict[tuple, list[DueSlot]] = {}
+    limit = settings.FACTORY_CATCHUP_LIMIT
     for loop in loops:
         if not loop.enabled or loop.keyed is not None:
             continue
         state = states.get(loop.name)
         fresh = is_fresh(state)
-        for due in due_slots(
-            rule=loop_rule(loop),
-            catch_up=loop.catch_up,
-            last_fired=state.last_slot if state else None,
-            fresh=fresh,
-            now=now,
-            catchup_limit=settings.FACTORY_CATCHUP_LIMIT,
-        ):
-            result.append((loop, due, fresh))
+        case = (loop_rule(loop), loop.catch_up, state.last_slot if state else None, fresh)
+        slots = found.get(case)
+        if slots is None:
+            slots = found[case] = due_slots(
+                rule=case[0], catch_up=case[1], last_fired=case[2], fresh=fresh, now=now, catchup_limit=limit,
+            )
+        result.extend((loop, due, fresh) for due in slots)
     return result
 
 
@@ -155,7 +153,9 @@ def _due_from(states: dict[str, DueState], instant: datetime, registry: Registry
     fetched = sorted((s for s in states.values() if s.next_due is not None and s.next_due <= instant), key=lambda s: s.loop)
     # A pause committed after this iteration's sync: its loop's due state is not fired (one
     # query, only when something is due; docs/schedules.md, "Pausing a loop").
-    pauses = paused_loops([s.loop for s in fetched]) if fetched else {}
+    # Every pause, not those of the fetched loops: pauses are few, and a 100,000-name IN
+    # list was the burst's slowest read.
+    pauses = paused_loops() if fetched else {}
     by_name = {s.loop: s for s in fetched if s.loop not in pauses}
     due = due_ticks(now=instant, registry=registry, states=by_name, names=list(by_name))
     firing = {loop.name for loop, _, _ in due}
@@ -193,20 +193,18 @@ def _admit_ticks(
 
 
 def _admit_chunk(chunk: list[tuple[Loop, DueSlot, bool]], registry: Registry, now: datetime) -> list[TickReport]:
-    envelopes = [tick_envelope(loop, due) for loop, due, _ in chunk]
-    advances = {}
-    for (loop, due, fresh), envelope in zip(chunk, envelopes, strict=True):
-        rule = loop_rule(loop)
-        advances[loop.name] = Advance(loop.name, due.slot, envelope["eventId"], rule.after(rule.floor(due.slot)), fresh)
+    """One transaction: the chunk's events, journal entries and state advances written by the
+    database (``schedules.tick_rows``). Every registry loop passed its sample tick at load,
+    and a tick differs from the sample only in its slot and counts: no per-tick validation
+    (docs/design.md §3)."""
     with transaction.atomic():
-        # Every registry loop passed its sample tick at load, and a tick differs from the
-        # sample only in its slot and counts: no per-tick validation (docs/design.md §3).
-        batch = admit_batch(envelopes, door=Door.SCHEDULE, now=now, registry=registry, validate=False)
-        advance_loops(list(advances.values()), now)
-    return [
-        TickReport(loop.name, envelope["eventId"], due.slot, due.skipped_slots, envelope["eventId"] in batch.admitted)
-        for (loop, due, _), envelope in zip(chunk, envelopes, strict=True)
-    ]
+        mark_fresh([loop.name for loop, _, fresh in chunk if fresh], now)
+        admitted = write_ticks(chunk, registry, now)
+    reports = []
+    for loop, due, _ in chunk:
+        event_id = f"clock:{loop.name}:{format_instant(due.slot)}"
+        reports.append(TickReport(loop.name, event_id, due.slot, due.skipped_slots, event_id in admitted))
+    return reports
 
 
 def log_ticks(reports: list[TickReport]) -> None:

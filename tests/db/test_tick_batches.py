@@ -77,16 +77,17 @@ def test_a_crash_between_chunks_loses_and_doubles_nothing(registry_files, monkey
     names = five_loops(registry_files)
     ids = [f"clock:{name}:{SLOT}" for name in names]
     monkeypatch.setattr(ticks, "CHUNK", 2)
-    real = ticks.advance_loops
+    real = ticks.write_ticks
     calls = []
 
-    def crash_on_the_second_chunk(advances, now):
-        calls.append(len(advances))
+    def crash_on_the_second_chunk(chunk, registry, now):
+        calls.append(len(chunk))
+        written = real(chunk, registry, now)  # the chunk's rows are written, then the process dies
         if len(calls) == 2:
             raise RuntimeError("killed")
-        return real(advances, now)
+        return written
 
-    with mock.patch.object(ticks, "advance_loops", crash_on_the_second_chunk), pytest.raises(RuntimeError):
+    with mock.patch.object(ticks, "write_ticks", crash_on_the_second_chunk), pytest.raises(RuntimeError):
         tick("2026-11-30T21:07:00.500Z")
     assert list(Event.objects.filter(uid__in=ids).order_by("uid").values_list("uid", flat=True)) == ids[:2]
 
