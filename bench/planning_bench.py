@@ -11,7 +11,8 @@ and reports:
 
 - ``admit s``: admitting the N ticks (the tick side's figure, for context);
 - ``plan s``: from the first planner's start to the last event planned;
-- ``events/s`` and ``statements/event`` (the planners' SQL statements over N);
+- ``events/s``, ``statements/event`` and ``statements/chunk`` (the planners' SQL statements
+  over N and over the chunks of ``planning_batch.CHUNK_SIZE`` events);
 - the SQLite plan of the singleton check (``EXPLAIN QUERY PLAN``), which must use the
   partial index ``run_one_active_per_singleton``, not scan the runs table.
 
@@ -88,6 +89,7 @@ def one(events: int, database_url: str | None, planners: int) -> dict:
     from runtime import clock
     from runtime.models import Event
     from runtime.registry import get_registry
+    from runtime.services.planning_batch import CHUNK_SIZE
     from schedules.ticks import emit_due_ticks
 
     registry = get_registry()
@@ -117,7 +119,7 @@ def one(events: int, database_url: str | None, planners: int) -> dict:
     unplanned = Event.objects.filter(planned_at__isnull=True).count()
     return {
         "events": admitted, "database": version, "admit": admit, "plan": plan, "planners": planners,
-        "statements": statements, "unplanned": unplanned, "queryPlan": query_plan,
+        "statements": statements, "chunk": CHUNK_SIZE, "unplanned": unplanned, "queryPlan": query_plan,
     }
 
 
@@ -145,11 +147,11 @@ def main() -> None:
             if row["queryPlan"]:
                 plans.add(row["queryPlan"])
             rows.append([row["database"], row["events"], row["planners"], f"{row['admit']:.2f}", f"{row['plan']:.2f}",
-                         f"{row['events'] / row['plan']:.0f}", f"{row['statements'] / max(row['events'], 1):.1f}",
-                         row["unplanned"]])
+                         f"{row['events'] / row['plan']:.0f}", f"{row['statements'] / max(row['events'], 1):.2f}",
+                         f"{row['statements'] / max(-(-row['events'] // row['chunk']), 1):.1f}", row["unplanned"]])
     print(bench_env.table(
         ["database", "events", "planners", "admit s", "plan s (last planned)", "events/s", "statements/event",
-         "left unplanned"], rows))
+         "statements/chunk", "left unplanned"], rows))
     for plan in sorted(plans):
         print(f"SQLite singleton check: {plan}")
     print(bench_env.machine_line(", ".join(sorted(databases))))

@@ -10,7 +10,7 @@ minute:
 
 - **burst**: one call of ``schedules.ticks.emit_due_ticks`` — every loop is due — timed
   until it returns, that is until the last tick is admitted and committed; every
-  statement counted;
+  statement counted and named, so the round trips of a chunk of ticks can be read off;
 - **idle**: the ticks marked planned (and, on PostgreSQL, the tables analysed, as
   autovacuum does within a minute of a burst), one whole slot-loop iteration
   (``ops.slot_loop.iterate``: registry check, ticks, outbox, planning, status row) a
@@ -113,7 +113,7 @@ def child(loops: int, database_url: str, repeat: int) -> dict:
     from schedules.models import ScheduleState
     from schedules.state import ensure_synced
     from schedules.tick_rows import tick_forms
-    from schedules.ticks import emit_due_ticks
+    from schedules.ticks import CHUNK, emit_due_ticks
 
     try:
         call_command("migrate", verbosity=0)
@@ -160,7 +160,8 @@ def child(loops: int, database_url: str, repeat: int) -> dict:
             iterate(now=IDLE_AT + timedelta(milliseconds=repeat))
         return {
             "loops": loops, "database": database_version(), "registryLoadSeconds": load_s,
-            "burstSeconds": burst_s, "burstStatements": burst.total,
+            "burstSeconds": burst_s, "burstStatements": burst.total, "burstNames": dict(sorted(burst.names.items())),
+            "chunks": -(-loops // CHUNK),
             "idleMilliseconds": statistics.median(samples) * 1000, "idleStatements": idle.total,
             "idleNames": dict(sorted(idle.names.items())),
         }
@@ -225,6 +226,10 @@ def main() -> None:
         print(f"{r['database']:<18} {r['loops']:>7} {r['burstSeconds']:>9.3f} {r['burstSeconds'] / r['loops'] * 1000:>8.3f} "
               f"{r['burstStatements'] / r['loops']:>10.2f} {r['idleMilliseconds']:>9.2f} {r['idleStatements']:>10} "
               f"{r['registryLoadSeconds']:>7.1f}")
+    print("burst statements (each chunk of ticks: its events, their journal entries, its states' advance):")
+    for r in results:
+        names = ", ".join(f"{name} ×{count}" for name, count in r["burstNames"].items())
+        print(f"  {r['database']}, {r['loops']} loops, {r['chunks']} chunks: {names}")
     print("idle iteration statements:")
     for r in results:
         names = ", ".join(f"{name} ×{count}" for name, count in r["idleNames"].items())

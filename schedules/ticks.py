@@ -118,7 +118,7 @@ def emit_due_ticks(
     stepped back: ``schedules.repair``). Keyed loops apply their setting and clearing
     events, then fire their due rows. The due ticks are admitted ``CHUNK`` at a time,
     each chunk one transaction: one insert of the events, one of their journal entries,
-    one update of their states (``admit_batch``, ``advance_loops``). ``renew`` (the
+    one update of their states, built by the database (``schedules.tick_rows``). ``renew`` (the
     emitter's lease) is called between chunks; when it answers False the lease is lost
     and the remaining ticks are left to the new holder.
 
