@@ -14,6 +14,7 @@ SQLite has no such need: its driver binds each parameter natively.
 
 import functools
 import json
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -52,19 +53,6 @@ def populated(table: str, columns: Sequence[str], alias: str) -> str:
     value short, while the assignment to the column refuses it. PostgreSQL only."""
     types = column_types(table)
     return typed_rows([(column, types[column]) for column in columns], alias)
-
-
-def sqlite_rows(columns: Sequence[str], alias: str) -> str:
-    """SQLite's FROM item of the rows of one ``json_rows`` parameter: ``(SELECT json_extract(…)
-    AS column, … FROM json_each(%s) ORDER BY key) AS alias``, value ``n`` of each row as
-    ``columns[n]``, in the rows' order. JSON text for a JSON column is sent as a string (the
-    stored text, as ``json.dumps`` wrote it); ``true``/``false`` read as 1/0, as SQLite stores
-    booleans. One parameter instead of one per value: Django rewrites every ``%s`` of a
-    statement with a regular expression, and a chunk's thousands of placeholders cost more
-    than the database's insert (docs/performance.md, "Planning")."""
-    quote = connection.ops.quote_name
-    picked = ", ".join(f"json_extract(j.value, '$[{n}]') AS {quote(name)}" for n, name in enumerate(columns))
-    return f"(SELECT {picked} FROM json_each(%s) AS j ORDER BY j.key) AS {alias}"
 
 
 def recordset(table: str, columns: Sequence[str], rows: Sequence[Sequence], alias: str) -> tuple[str, list]:
@@ -106,9 +94,8 @@ INSERT_ROWS = 500
 
 
 def insert_rows(model, rows: list[dict], *, key: str) -> dict:
-    """Insert rows of ``model`` with one multi-row ``INSERT … SELECT … RETURNING id, key`` per
-    ``INSERT_ROWS``, the rows sent as one ``json_rows`` parameter (PostgreSQL: ``populated``;
-    SQLite: ``sqlite_rows``), and return
+    """Insert rows of ``model`` with one multi-row ``INSERT … RETURNING id, key`` per
+    ``INSERT_ROWS`` (SQLite: ``VALUES``; PostgreSQL: ``json_rows``) and return
     ``{row[key]: id}`` for the unique column ``key`` (``event_id`` of a proposal,
     ``proposal_id`` of a run), so the order the database returns rows in does not matter.
 
@@ -132,20 +119,28 @@ def insert_rows(model, rows: list[dict], *, key: str) -> dict:
     table = model._meta.db_table
     head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) "
     tail = f" RETURNING {quote(model._meta.pk.column)}, {quote(model._meta.get_field(key).column)}"
-    source = populated(table, columns, "r") if postgres else sqlite_rows(columns, "r")
-    sql = f"{head}SELECT {', '.join(f'r.{quote(c)}' for c in columns)} FROM {source}{tail}"
+    size = INSERT_ROWS if postgres else max(1, min(INSERT_ROWS, _sqlite_variable_limit() // len(columns)))
     ids = {}
     with connection.cursor() as cursor:
-        for first in range(0, len(rows), INSERT_ROWS):
+        for first in range(0, len(rows), size):
             chunk = []
-            for row in rows[first:first + INSERT_ROWS]:
+            for row in rows[first:first + size]:
                 values = {**defaults, **row}
                 if len(values) != len(names):
                     raise KeyError(_mismatch(values, names))
                 for name, prep in prepare:
                     values[name] = prep(values[name])
-                chunk.append([values[name] for name in names])
-            cursor.execute(sql, [json_rows(chunk)])
+                chunk.append(values)
+            if postgres:
+                params = [json_rows([[values[name] for name in names] for values in chunk])]
+                cursor.execute(
+                    f"{head}SELECT {', '.join(f'r.{quote(c)}' for c in columns)} FROM {populated(table, columns, 'r')}{tail}",
+                    params,
+                )
+            else:
+                placeholder = "(" + ", ".join(["%s"] * len(columns)) + ")"
+                cursor.execute(f"{head}VALUES {', '.join([placeholder] * len(chunk))}{tail}",
+                               [values[name] for values in chunk for name in names])
             ids.update((found, pk) for pk, found in cursor.fetchall())
     return ids
 
@@ -200,3 +195,9 @@ def backend_vendor() -> str:
 
 
 _PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField, models.ForeignKey)
+
+
+def _sqlite_variable_limit() -> int:
+    """SQLite's bound-variable limit of this connection (999 before 3.32, 32,766 since)."""
+    connection.ensure_connection()
+    return connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
