@@ -187,6 +187,19 @@ _ADMITTED_DATA = (
 )
 
 
+def _advance_sql(state: str, advance_rows: str, slots: str, now: str) -> str:
+    """The states' advance from the rows ``r`` of ``advance_rows`` and their slots ``s``: last
+    slot, last eventId, next due and ``last_tick_at`` (``now``: its placeholder), only where
+    the last slot moves forward (a process that fired an older slot changes nothing)."""
+    last = f"{state}.\"last_slot\""
+    return (
+        f"UPDATE {state} SET \"last_slot\" = v.slot_at, \"last_event_id\" = 'clock:' || v.loop || ':' || v.slot_text,"
+        f" \"next_due\" = v.next_due, \"last_tick_at\" = {now}"
+        f" FROM (SELECT r.loop, s.slot_at, s.slot_text, s.next_due FROM {advance_rows} JOIN {slots} ON s.slot = r.slot) AS v"
+        f" WHERE {state}.\"loop\" = v.loop AND ({last} IS NULL OR {last} < v.slot_at)"
+    )
+
+
 def _sqlite_statements() -> dict[str, str]:
     event, journal, state = (
         connection.ops.quote_name(m._meta.db_table) for m in (Event, JournalEntry, ScheduleState)
@@ -206,7 +219,6 @@ def _sqlite_statements() -> dict[str, str]:
     advance_rows = (
         "(SELECT json_extract(j.value, '$[0]') AS loop, json_extract(j.value, '$[6]') AS slot FROM json_each(%s) AS j) AS r"
     )
-    last = f"{state}.\"last_slot\""
     return {
         # ``WHERE true``: SQLite's parser would read ``ON CONFLICT`` as the join's condition.
         "insert": (
@@ -219,12 +231,7 @@ def _sqlite_statements() -> dict[str, str]:
             f" {_ADMITTED_DATA} FROM {event} AS e JOIN (SELECT j.key AS type, j.value AS text FROM json_each(%s) AS j) AS t"
             " ON t.type = e.type WHERE e.id IN (SELECT value FROM json_each(%s)) ORDER BY e.id"
         ),
-        "advance": (
-            f"UPDATE {state} SET \"last_slot\" = v.slot_at, \"last_event_id\" = 'clock:' || v.loop || ':' || v.slot_text,"
-            f" \"next_due\" = v.next_due, \"last_tick_at\" = %s"
-            f" FROM (SELECT r.loop, s.slot_at, s.slot_text, s.next_due FROM {advance_rows} JOIN {slots} ON s.slot = r.slot) AS v"
-            f" WHERE {state}.\"loop\" = v.loop AND ({last} IS NULL OR {last} < v.slot_at)"
-        ),
+        "advance": _advance_sql(state, advance_rows, slots, "%s"),
     }
 
 
@@ -244,7 +251,6 @@ def _postgres_statements() -> dict[str, str]:
     )
     payload = "(r.head || s.slot_text || r.middle || s.skipped || r.tail)::jsonb"
     advance_rows = "(SELECT j.e ->> 0 AS loop, (j.e ->> 6)::int AS slot FROM jsonb_array_elements(%s::jsonb) AS j(e)) AS r"
-    last = f"{state}.\"last_slot\""
     return {
         "insert": (
             f"WITH n AS (INSERT INTO {event} ({_columns(EVENT_COLUMNS)}) SELECT {_event_values(payload, '%s::timestamptz')}"
@@ -256,10 +262,5 @@ def _postgres_statements() -> dict[str, str]:
             f" 'door', '{Door.SCHEDULE.value}') FROM n ORDER BY n.id)"
             " SELECT id, uid FROM n"
         ),
-        "advance": (
-            f"UPDATE {state} SET \"last_slot\" = v.slot_at, \"last_event_id\" = 'clock:' || v.loop || ':' || v.slot_text,"
-            f" \"next_due\" = v.next_due, \"last_tick_at\" = %s::timestamptz"
-            f" FROM (SELECT r.loop, s.slot_at, s.slot_text, s.next_due FROM {advance_rows} JOIN {slots} ON s.slot = r.slot) AS v"
-            f" WHERE {state}.\"loop\" = v.loop AND ({last} IS NULL OR {last} < v.slot_at)"
-        ),
+        "advance": _advance_sql(state, advance_rows, slots, "%s::timestamptz"),
     }
