@@ -11,6 +11,11 @@ carrying it is answered duplicate; only the first request carrying an eventId is
 so the 202 goes to the request whose envelope was stored. A request is answered only after
 the commit that holds its event; when the group's transaction fails, each envelope is admitted again on
 its own, so one the database refuses is that request's 500 and the others are admitted.
+
+The group's transaction is begun before the group is taken (``GroupCommit``'s opening): on
+SQLite its ``BEGIN IMMEDIATE`` waits for the write turn, which another process's transaction
+often holds, and the requests arriving during that wait join the group instead of waiting
+for the next one (docs/performance.md, "Signed intake").
 """
 
 from collections import defaultdict
@@ -49,8 +54,8 @@ def admit_at_door(envelope, *, door: Door, registry: Registry) -> DoorAdmission:
 
 
 def write_admissions(batch: list[tuple[dict, Door]]) -> list[DoorAdmission]:
-    """Admit a group of valid ``(envelope, door)`` pairs in one transaction at one instant;
-    one ``DoorAdmission`` per pair, in order.
+    """Admit a group of valid ``(envelope, door)`` pairs at one instant, inside the caller's
+    transaction (``DOORS`` opens it); one ``DoorAdmission`` per pair, in order.
 
     Only the first pair carrying an eventId is written, so the request answered admitted is
     the one whose envelope (and door) was stored, whichever door the others came through;
@@ -66,19 +71,18 @@ def write_admissions(batch: list[tuple[dict, Door]]) -> list[DoorAdmission]:
         envelope, door = batch[index]
         by_door[door].append(envelope)
     registry = get_registry()
-    with transaction.atomic():
-        now = clock.recent_database_now()
-        inserted: set[str] = set()
-        for door, envelopes in by_door.items():
-            # validate_envelope ran on each request's thread: not again here.
-            inserted.update(admit_batch(envelopes, door=door, now=now, registry=registry, validate=False).admitted)
-        answers = []
-        for index, (envelope, _door) in enumerate(batch):
-            event_id = envelope["eventId"]
-            admitted = first[event_id] == index and event_id in inserted
-            answers.append(DoorAdmission(admitted=admitted, duplicate=not admitted, event_id=event_id))
-        duplicates = [pair for pair, answer in zip(batch, answers, strict=True) if answer.duplicate]
-        stored = _stored(duplicates)
+    now = clock.recent_database_now()
+    inserted: set[str] = set()
+    for door, envelopes in by_door.items():
+        # validate_envelope ran on each request's thread: not again here.
+        inserted.update(admit_batch(envelopes, door=door, now=now, registry=registry, validate=False).admitted)
+    answers = []
+    for index, (envelope, _door) in enumerate(batch):
+        event_id = envelope["eventId"]
+        admitted = first[event_id] == index and event_id in inserted
+        answers.append(DoorAdmission(admitted=admitted, duplicate=not admitted, event_id=event_id))
+    duplicates = [pair for pair, answer in zip(batch, answers, strict=True) if answer.duplicate]
+    stored = _stored(duplicates)
     for envelope, door in duplicates:
         warn_if_content_differs(stored[envelope["eventId"]], envelope, door)
     return answers
@@ -92,5 +96,6 @@ def _stored(pairs: list[tuple[dict, Door]]) -> dict[str, Event]:
     return {event.uid: event for event in Event.objects.filter(uid__in={e["eventId"] for e, _ in pairs})}
 
 
-#: This process's group of door admissions (one per process: its threads share it).
-DOORS = GroupCommit(write_admissions)
+#: This process's group of door admissions (one per process: its threads share it), each
+#: group in one transaction begun before the group is taken.
+DOORS = GroupCommit(write_admissions, opening=transaction.atomic)
