@@ -15,13 +15,18 @@ its own, so one the database refuses is that request's 500 and the others are ad
 The group's transaction is begun before the group is taken (``GroupCommit``'s opening): on
 SQLite its ``BEGIN IMMEDIATE`` waits for the write turn, which another process's transaction
 often holds, and the requests arriving during that wait join the group instead of waiting
-for the next one (docs/performance.md, "Signed intake").
+for the next one (docs/performance.md, "Signed intake"). Django's health check of the
+connection (``CONN_HEALTH_CHECKS``: a ``SELECT 1`` on PostgreSQL, once a request) is left
+out when the same connection committed a door group less than ``HEALTHY_SECONDS`` ago.
 """
 
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from time import monotonic
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from lib.group_commit import GroupCommit
 from runtime import clock
@@ -96,6 +101,25 @@ def _stored(pairs: list[tuple[dict, Door]]) -> dict[str, Event]:
     return {event.uid: event for event in Event.objects.filter(uid__in={e["eventId"] for e, _ in pairs})}
 
 
+#: Seconds after a door group's commit during which its connection is taken to be alive
+#: without Django's health check.
+HEALTHY_SECONDS = 1.0
+
+
+@contextmanager
+def group_transaction() -> Iterator[None]:
+    """``transaction.atomic()`` on this thread's connection, marked health-checked when it
+    committed a door group within ``HEALTHY_SECONDS`` (a connection dropped since is that
+    group's ``OperationalError``, and Django's request end then checks and replaces it)."""
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    committed = getattr(wrapper, "door_group_committed", None)
+    if wrapper.connection is not None and committed is not None and monotonic() - committed < HEALTHY_SECONDS:
+        wrapper.health_check_done = True
+    with transaction.atomic():
+        yield
+    wrapper.door_group_committed = monotonic()
+
+
 #: This process's group of door admissions (one per process: its threads share it), each
 #: group in one transaction begun before the group is taken.
-DOORS = GroupCommit(write_admissions, opening=transaction.atomic)
+DOORS = GroupCommit(write_admissions, opening=group_transaction)

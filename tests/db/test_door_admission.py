@@ -5,7 +5,7 @@ envelope by envelope."""
 import logging
 
 import pytest
-from django.db import OperationalError, transaction
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections, transaction
 
 from intake import door_admission
 from intake.door_admission import DoorAdmission, admit_at_door, write_admissions
@@ -90,6 +90,24 @@ def test_a_door_admission_whose_write_fails_is_rolled_back_by_the_group_s_own_tr
     with pytest.raises(OperationalError, match="the database refused the group"):
         admit_at_door(envelope(eventId="undone"), door=Door.EVENTS, registry=get_registry())
     assert (Event.objects.count(), JournalEntry.objects.count()) == (0, 0)
+
+
+def test_a_connection_that_committed_a_door_group_within_a_second_is_not_health_checked_again(monkeypatch):
+    checks, now = [], [1000.0]
+    monkeypatch.setattr(type(connections[DEFAULT_DB_ALIAS]), "is_usable", lambda self: checks.append(now[0]) or True)
+    monkeypatch.setattr(door_admission, "monotonic", lambda: now[0])
+
+    def admit_in_a_new_request(event_id: str, later: float) -> None:
+        now[0] += later
+        connection.health_check_done = False  # as Django's request_started leaves it
+        admit_at_door(envelope(eventId=event_id), door=Door.EVENTS, registry=get_registry())
+
+    admit_in_a_new_request("h1", 0)
+    admit_in_a_new_request("h2", 0.5)
+    admit_in_a_new_request("h3", 0.9)
+    admit_in_a_new_request("h4", 1.0)
+    assert checks == [1000.0, 1002.4]
+    assert Event.objects.count() == 4
 
 
 def test_admit_at_door_refuses_an_invalid_envelope_before_anything_is_written():
