@@ -2,7 +2,7 @@
 
 ``GroupCommit(write, opening)`` serialises calls of ``write`` and hands each one every item
 waiting at that moment. A thread calls ``submit(item)``: when no write is in progress it
-**leads** — it enters ``opening()`` (the doors': a transaction, which on SQLite waits for
+**leads** — it enters ``opening()`` (the doors' on SQLite: a transaction, which waits for
 the write turn), only then takes every waiting item, its own included, calls
 ``write(batch)`` inside it on its own thread, hands each waiting thread its result and, if
 more items arrived meanwhile, wakes the first of their threads to lead the next batch.
