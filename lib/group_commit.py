@@ -1,21 +1,26 @@
 """Group commit: requests on many threads share one write (docs/design.md §3, "The signed doors").
 
-``GroupCommit(write)`` serialises calls of ``write`` and hands each one every item waiting
-at that moment. A thread calls ``submit(item)``: when no write is in progress it **leads**
-— it takes every waiting item, its own included, calls ``write(batch)`` on its own thread,
-hands each waiting thread its result and, if more items arrived meanwhile, wakes the first
-of their threads to lead the next batch. Otherwise it waits for a leader to write its item.
-No thread waits for a timer: a lone item is written at once, as a batch of one, so a
-process serving one request at a time behaves as if there were no grouping at all, and
-under load a batch holds whatever arrived during the previous write.
+``GroupCommit(write, opening)`` serialises calls of ``write`` and hands each one every item
+waiting at that moment. A thread calls ``submit(item)``: when no write is in progress it
+**leads** — it enters ``opening()`` (the doors' on SQLite: a transaction, which waits for
+the write turn), only then takes every waiting item, its own included, calls
+``write(batch)`` inside it on its own thread, hands each waiting thread its result and, if
+more items arrived meanwhile, wakes the first of their threads to lead the next batch.
+Otherwise it waits for a leader to write its item. No thread waits for a timer: a lone item
+is written at once, as a batch of one, so a process serving one request at a time behaves
+as if there were no grouping at all, and under load a batch holds whatever arrived during
+the previous write and the wait for the next one's opening.
 
 ``write(batch)`` returns one result per item, in order; a result that is an exception is
-raised in that item's thread. When ``write`` raises for a batch of several items, each is
-written again alone, so one item the write refuses fails only its own thread.
+raised in that item's thread. When ``write`` (or leaving ``opening``: the commit) raises for
+a batch of several items, each is written again alone in an opening of its own, so one item
+the write refuses fails only its own thread. When entering ``opening`` raises, nothing was
+taken or written: every item waiting then gets that exception.
 """
 
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 
@@ -40,13 +45,16 @@ class _Waiting:
 class GroupCommit:
     """Batches ``submit``ted items into calls of ``write`` (the module's docstring).
 
-    ``write``: a list of items → a sequence of as many results (or exceptions to raise).
-    ``batches`` counts the calls of ``write`` made for whole batches, ``items`` the items
-    they carried: ``items / batches`` is the mean batch.
+    ``write``: a list of items → a sequence of as many results (or exceptions to raise),
+    called inside ``opening()`` (default: nothing around it). ``batches`` counts the calls
+    of ``write`` made for whole batches, ``items`` the items they carried: ``items /
+    batches`` is the mean batch.
     """
 
-    def __init__(self, write: Callable[[list], Sequence]):
+    def __init__(self, write: Callable[[list], Sequence],
+                 opening: Callable[[], AbstractContextManager] = nullcontext):
         self._write = write
+        self._opening = opening
         self._lock = threading.Lock()
         self._queue: list[_Waiting] = []
         self._writing = False
@@ -76,11 +84,12 @@ class GroupCommit:
 
         ``own`` is the leading thread's item: every other item's ``done`` is released exactly
         once, by the leader that hands it its result or the lead; ``own`` needs no waking."""
-        with self._lock:
-            batch, self._queue = self._queue, []
+        batch: list[_Waiting] = []
         try:
             results = self._write_all(batch)
         except BaseException as exc:  # noqa: BLE001 - handed to every thread of the batch, then raised by each
+            if not batch:
+                self._take(batch)
             results = [exc] * len(batch)
         for waiting, result in zip(batch, results, strict=True):
             waiting.result, waiting.lead = result, False
@@ -96,20 +105,30 @@ class GroupCommit:
         if following is not None:
             following.done.release()
 
+    def _take(self, batch: list[_Waiting]) -> None:
+        with self._lock:
+            batch.extend(self._queue)
+            self._queue = []
+
     def _write_all(self, batch: list[_Waiting]) -> list:
-        items = [waiting.item for waiting in batch]
-        self.batches += 1
-        self.items += len(items)
+        """Open, take every waiting item into ``batch`` (left empty when the opening raises),
+        write them; the results, one per item of ``batch``."""
         try:
-            return list(self._checked(items, self._write(items)))
+            with self._opening():
+                self._take(batch)
+                items = [waiting.item for waiting in batch]
+                self.batches += 1
+                self.items += len(items)
+                return list(self._checked(items, self._write(items)))
         except Exception:
-            if len(items) == 1:
+            if len(batch) < 2:
                 raise
         # The batch failed as a whole: each item again alone, so only the one at fault fails.
         results = []
         for item in items:
             try:
-                results.extend(self._checked([item], self._write([item])))
+                with self._opening():
+                    results.extend(self._checked([item], self._write([item])))
             except Exception as exc:  # noqa: BLE001 - this item's own failure, raised in its thread
                 results.append(exc)
         return results

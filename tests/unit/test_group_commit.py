@@ -1,8 +1,10 @@
 """``lib.group_commit.GroupCommit``: items submitted while a write runs share the next write;
-a lone item is written at once; a failing batch is written again item by item."""
+a lone item is written at once; a failing batch is written again item by item; the group is
+taken once its opening is entered."""
 
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -193,3 +195,78 @@ def test_an_item_handed_the_lead_before_it_starts_waiting_leads_and_releases_its
     assert {**outcomes, **late_outcome, **others} == {"a": "A", "b": "B", "c": "C", "d": "D"}
     assert writes.batches[0] == ["a"] and sorted(writes.batches[1]) == ["b", "c", "d"]
     assert not group._writing and group._queue == []
+
+
+class Openings:
+    """An ``opening`` that logs each entry and how it was left, and holds its first entry
+    until ``release`` is set (raising ``ConnectionError`` then when ``fail_first``)."""
+
+    def __init__(self, fail_first: bool = False):
+        self.log: list[str] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail_first = fail_first
+
+    @contextmanager
+    def __call__(self):
+        first = not self.log
+        self.log.append("enter")
+        if first:
+            self.entered.set()
+            assert self.release.wait(TIMEOUT)
+            if self.fail_first:
+                raise ConnectionError("no write turn")
+        try:
+            yield
+        except BaseException:
+            self.log.append("rollback")
+            raise
+        self.log.append("commit")
+
+
+def open_behind_first(group: GroupCommit, openings: Openings, first: str, others: list[str]) -> dict:
+    """``first`` leads and is held in its opening; ``others`` queue meanwhile; then all are let go."""
+    outcomes, threads = submit_in_threads(group, [first])
+    assert openings.entered.wait(TIMEOUT)
+    more, more_threads = submit_in_threads(group, others)
+    wait_until(lambda: len(group._queue) == 1 + len(others))
+    openings.release.set()
+    for thread in threads + more_threads:
+        thread.join(TIMEOUT)
+        assert not thread.is_alive()
+    return {**outcomes, **more}
+
+
+def test_items_submitted_while_the_leader_enters_its_opening_join_its_batch():
+    writes, openings = Writes(), Openings()
+    writes.release.set()
+    group = GroupCommit(writes, opening=openings)
+    outcomes = open_behind_first(group, openings, "a", ["b", "c"])
+    assert outcomes == {"a": "A", "b": "B", "c": "C"}
+    assert [sorted(batch) for batch in writes.batches] == [["a", "b", "c"]]
+    assert openings.log == ["enter", "commit"]
+    assert (group.batches, group.items) == (1, 3)
+
+
+def test_an_opening_that_fails_hands_its_error_to_every_waiting_item_and_writes_nothing():
+    writes, openings = Writes(), Openings(fail_first=True)
+    writes.release.set()
+    group = GroupCommit(writes, opening=openings)
+    outcomes = open_behind_first(group, openings, "a", ["b", "c"])
+    assert sorted(outcomes) == ["a", "b", "c"]
+    assert all(isinstance(error, ConnectionError) and str(error) == "no write turn" for error in outcomes.values())
+    assert writes.batches == [] and group._queue == [] and not group._writing
+    assert group.submit("d") == "D"
+    assert openings.log == ["enter", "enter", "commit"]
+
+
+def test_a_batch_that_fails_whole_is_undone_and_each_item_written_again_in_an_opening_of_its_own():
+    writes, openings = Writes(fail_on={"x"}), Openings()
+    writes.release.set()
+    group = GroupCommit(writes, opening=openings)
+    outcomes = open_behind_first(group, openings, "a", ["b", "x"])
+    assert (outcomes["a"], outcomes["b"], str(outcomes["x"])) == ("A", "B", "refused ['x']")
+    assert sorted(writes.batches[0]) == ["a", "b", "x"]
+    assert sorted(writes.batches[1:]) == [["a"], ["b"], ["x"]]
+    assert openings.log[:2] == ["enter", "rollback"]
+    assert sorted(openings.log[2:]) == ["commit", "commit", "enter", "enter", "enter", "rollback"]
