@@ -228,6 +228,14 @@ def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, l
                                               interrupted=True, detail=outcome.output_error),
                          until=lease.held_until, what=f"the time-out of run {run.pk}")
         return
+    if outcome.spawner_lost:
+        # Not the command's failure: the runtime cut it short, as a stopped worker does, so a
+        # mutating run waits as interrupted for an operator (docs/design.md §8).
+        logger.error("run %s: %s", run.pk, outcome.spawner_lost, extra={"action": "spawner_died", "run": run.pk})
+        write_while_held(lambda: fail_attempt(run.pk, reason="spawner_died", now=database_now(), worker=worker,
+                                              interrupted=True, detail=outcome.spawner_lost),
+                         until=lease.held_until, what=f"the interrupted attempt of run {run.pk}")
+        return
     if outcome.not_found:
         result = RunResult("FAILED", False, reason="command_not_found", summary=outcome.not_found)
     else:
