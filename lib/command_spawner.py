@@ -42,7 +42,6 @@ import select
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -62,10 +61,21 @@ MAX_REQUEST_BYTES = 16 * 1024 * 1024
 _stop_requested = False
 
 
-def _prctl(option: int, value: int) -> None:
+def _libc_prctl():
+    """libc's ``prctl`` on Linux (loaded once, in the spawner: a keeper or command forked from it
+    must not pay for ``ctypes``), else None."""
+    if not LINUX:
+        return None
     import ctypes
 
-    ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+_PRCTL = _libc_prctl()
+
+
+def _prctl(option: int, value: int) -> None:
+    _PRCTL(option, value, 0, 0, 0)
 
 
 def _request_stop(signum, frame) -> None:
@@ -96,10 +106,30 @@ def _sleep(wake: int, timeout: float | None) -> None:
             pass
 
 
-def _command_preexec() -> None:
-    """In the command, before exec: SIGKILL if its keeper is ever killed outright."""
-    if LINUX:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+def _executable(name: str, env: dict[str, str]) -> str:
+    """The file ``name`` runs: itself when it has a slash, else the first of that name in the
+    ``PATH`` of ``env`` (as ``execvp`` looks); ``name`` when none is found, so that starting it
+    fails with ENOENT."""
+    if "/" in name:
+        return name
+    for directory in os.get_exec_path(env):
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate):
+            return candidate
+    return name
+
+
+def _start(argv: list[str], env: dict[str, str], stdio: list[int]) -> int:
+    """Start ``argv`` with exactly ``env`` in a session of its own, ``stdio`` as its 0, 1 and 2
+    and no other descriptor of ours, the signals Python ignores back to their defaults;
+    returns its pid. ``posix_spawn`` (a vfork): no copy of this process's memory is made."""
+    for fd in stdio:
+        os.set_inheritable(fd, False)  # its copies on 0, 1 and 2 are the command's
+    return os.posix_spawn(
+        _executable(argv[0], env), argv, env, setsid=True,
+        file_actions=[(os.POSIX_SPAWN_DUP2, fd, number) for number, fd in enumerate(stdio)],
+        setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+    )
 
 
 def _children() -> list[int]:
@@ -194,29 +224,25 @@ def _keep(request: dict, stdio: list[int], status, spawner: int) -> None:
         os.nice(request["nice"])  # the keeper's own, which the command inherits
     argv = request["argv"]
     try:
-        command = subprocess.Popen(
-            argv, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2], cwd=request["cwd"], env=request["env"],
-            start_new_session=True, preexec_fn=_command_preexec,
-        )
+        os.chdir(request["cwd"])  # the keeper's own, which the command inherits
+        command = _start(argv, request["env"], stdio)
     except OSError as exc:
         status.write(f"error {argv[0]}: {exc.strerror or exc}\n")
         return
     finally:
         for fd in stdio:  # the command's now: its end of file must not wait for the keeper
             os.close(fd)
-    status.write(f"pid {command.pid}\n")
+    status.write(f"pid {command}\n")
     exit_code = None
     while not _stop_requested and (LINUX or os.getppid() == spawner):
-        _, exit_code = _reap(command.pid)
+        _, exit_code = _reap(command)
         if exit_code is not None:
             break
         _sleep(wake, None if LINUX else POLL_SECONDS)
     if exit_code is None and os.getppid() != spawner:
         status.write("lost\n")
-    exit_code = _clean_up(command.pid, request["grace"], exit_code)
-    # Reaped here, not by Popen: tell it so, so it never waits on a recycled pid.
-    command.returncode = exit_code if exit_code is not None else -signal.SIGKILL
-    status.write(f"exit {command.returncode}\n")
+    exit_code = _clean_up(command, request["grace"], exit_code)
+    status.write(f"exit {exit_code if exit_code is not None else -signal.SIGKILL}\n")
 
 
 def _fork_keeper(request: dict, fds: list[int], spawner: int, inherited: list[int]) -> int:
@@ -278,7 +304,8 @@ class _Keepers:
                 os.kill(self.by_id[request_id][0], sig)
 
     def reap(self) -> None:
-        """Reap exited keepers; report one that died without reporting (status not 0)."""
+        """Reap exited keepers (and orphans); report a keeper that died without reporting
+        (status not 0) and kill what it left: its command, re-parented here."""
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -288,18 +315,34 @@ class _Keepers:
                 return
             request_id = next((rid for rid, (kid, _) in self.by_id.items() if kid == pid), None)
             if request_id is None:
-                continue
+                continue  # an orphan of a dead keeper, killed below
             _, status_fd = self.by_id.pop(request_id)
             code = os.waitstatus_to_exitcode(status)
             if code != 0:
+                self._kill_orphans()
                 with contextlib.suppress(OSError):
                     os.write(status_fd, f"exit {code}\n".encode())
             os.close(status_fd)
+
+    def _kill_orphans(self) -> None:
+        """SIGKILL every child that is not a live keeper, and its process group: the spawner is a
+        subreaper, so a command whose keeper was killed outright (the OOM killer) lands here."""
+        keepers = {pid for pid, _ in self.by_id.values()}
+        for pid in _children() if LINUX else []:
+            if pid in keepers:
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if os.getpgid(pid) == pid:  # a command leads its own group
+                    os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def serve(control: socket.socket) -> None:
     """Answer the worker's requests until its end of ``control`` closes or a stop signal."""
     wake = _wake_on_signals()
+    if LINUX:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
     keepers = _Keepers()
     me = os.getpid()
     try:

@@ -79,10 +79,8 @@ def started_escaper(spawner, tmp_path, **options):
     return command, output, int((tmp_path / "pids.command").read_text()), int(grandchild_file.read_text())
 
 
-def spawner_pid(command_pid: int) -> int:
-    """The spawner above a command: its keeper's parent."""
-    keeper = int(Path(f"/proc/{command_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    return int(Path(f"/proc/{keeper}/stat").read_text().rsplit(")", 1)[1].split()[1])
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
@@ -166,23 +164,29 @@ def test_a_command_that_ignores_sigterm_is_killed_after_the_grace(spawner):
     assert 0.5 <= time.monotonic() - stopped_at < 5
 
 
-def test_a_keeper_killed_outright_is_reported_by_the_spawner_and_its_command_dies(spawner, tmp_path):
+def test_a_keeper_killed_outright_is_reported_and_the_spawner_kills_what_it_left(spawner, tmp_path):
     command, output, command_pid, grandchild = started_escaper(spawner, tmp_path)
+    os.kill(parent_of(command_pid), signal.SIGKILL)  # as the OOM killer would
+    lines, _ = finish(command, output)
+    assert lines == [f"pid {command_pid}", f"exit {-signal.SIGKILL}"]
+    # Both were re-parented to the spawner (a subreaper), which SIGKILLs every child not a keeper.
+    wait_for(lambda: not alive(command_pid) and not alive(grandchild), timeout=5, what="the command and its grandchild",
+             interval=0.05)
+
+
+def test_a_kill_ends_the_keeper_and_the_commands_group_at_once(spawner):
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(120)"
+    command, output = spawn(spawner, [sys.executable, "-c", stubborn], grace=60)
+    assert output.readline() == b"ready\n"
     command.kill()
-    try:
-        assert command.wait(10)
-        assert command.lines == [f"pid {command_pid}", f"exit {-signal.SIGKILL}"]
-        wait_for(lambda: not alive(command_pid), timeout=5, what="the command")
-    finally:
-        # With its keeper killed outright, nobody is left to end a descendant that left the
-        # command's group: the worker's own kill path SIGKILLs the group only.
-        os.kill(grandchild, signal.SIGKILL)
-        output.close()
+    lines, _ = finish(command, output)
+    assert lines[1:] == [f"exit {-signal.SIGKILL}"]
+    assert not alive(int(command.value("pid")))
 
 
 def test_a_dead_spawner_kills_its_commands_says_so_and_the_next_command_gets_a_new_one(spawner, tmp_path):
     command, output, command_pid, grandchild = started_escaper(spawner, tmp_path)
-    first = spawner_pid(command_pid)
+    first = parent_of(parent_of(command_pid))  # the keeper's parent
     os.kill(first, signal.SIGKILL)
     lines, _ = finish(command, output)
     assert lines == [f"pid {command_pid}", "lost", f"exit {-signal.SIGTERM}"]
