@@ -162,6 +162,21 @@ class SpawnedCommand:
         """The spawner died before the command was done: the keeper said so, or no one reported."""
         return "lost" in self.lines or (self._fd is None and not self._reported)
 
+    def fileno(self) -> int | None:
+        """The status pipe's read end, to wait on with ``select`` (None once ``finished``)."""
+        return self._fd
+
+    def read(self) -> None:
+        """Read what the status pipe holds (it is readable: this does not block) into ``lines``."""
+        data = os.read(self._fd, 4096)
+        if not data:
+            self.close()
+            return
+        *complete, self._buffer = (self._buffer + data).split(b"\n")
+        self.lines.extend(line.decode("utf-8", errors="replace") for line in complete)
+        if self._reported:
+            self.close()
+
     def wait(self, timeout: float) -> bool:
         """Read status lines until ``finished`` or ``timeout`` seconds passed; returns ``finished``."""
         deadline = time.monotonic() + timeout
@@ -169,14 +184,7 @@ class SpawnedCommand:
             readable, _, _ = select.select([self._fd], [], [], max(0.0, deadline - time.monotonic()))
             if not readable:
                 break
-            data = os.read(self._fd, 4096)
-            if not data:
-                self.close()
-                break
-            *complete, self._buffer = (self._buffer + data).split(b"\n")
-            self.lines.extend(line.decode("utf-8", errors="replace") for line in complete)
-        if self._reported:
-            self.close()
+            self.read()
         return self.finished
 
     def stop(self) -> None:

@@ -20,7 +20,8 @@ from django.conf import settings
 from lib.spawner_client import SpawnedCommand, Spawner, SpawnerUnavailable
 from runtime.registry.model import fill_argv
 
-from .base import CommandOutcome, Execution, describe_os_error, preparing_run_dir
+from .base import CommandOutcome, Execution, preparing_run_dir
+from .capture import Capture, pump
 
 #: Environment a command sees: no secret. Not the Django secret key, not the database URL
 #: (with its password), not FACTORY_*_SECRET, FACTORY_API_TOKEN or the operator password.
@@ -56,44 +57,6 @@ def command_environment() -> dict[str, str]:
 def minimal_environment(run_id: int, run_dir: Path) -> dict[str, str]:
     """``command_environment`` plus the run's ``FACTORY_RUN_ID`` and ``FACTORY_RUN_DIR``."""
     return {**command_environment(), "FACTORY_RUN_ID": str(run_id), "FACTORY_RUN_DIR": str(run_dir)}
-
-
-def _copy_capped(stream, out, path: Path, cap: int, tail: deque | None, errors: list[str]) -> None:
-    """Copy a pipe to ``out`` (the open file ``path``) up to ``cap`` bytes (noting the
-    truncation), keeping a tail, and close both.
-
-    A write that fails (a full disk) is noted in ``errors`` and the pipe is still read to
-    its end — discarded, the tail kept — so the command is never blocked on a full pipe."""
-    written = 0
-    truncated = False
-    failed = False
-
-    def write(data: bytes) -> None:
-        nonlocal failed
-        try:
-            out.write(data)
-        except OSError as exc:
-            failed = True
-            errors.append(describe_os_error(path, exc))
-
-    try:
-        for chunk in iter(lambda: stream.read1(65536), b""):
-            if tail is not None:
-                tail.extend(chunk)
-            room = cap - written
-            if room > 0 and not failed:
-                write(chunk[:room])
-                written += min(room, len(chunk))
-            truncated = truncated or len(chunk) > room
-        if truncated and not failed:
-            write(f"\n[output truncated at {cap} bytes]\n".encode())
-    finally:
-        try:
-            out.close()
-        except OSError as exc:  # the last buffered bytes, on a full disk
-            if not failed:
-                errors.append(describe_os_error(path, exc))
-        stream.close()
 
 
 def _feed(stream, data: bytes) -> None:
@@ -195,7 +158,8 @@ def run_command(
 
 class _Pipes:
     """The command's stdout and stderr pipes (and stdin's when it is fed): the spawner gets
-    ``theirs``, closed here once sent; the reader threads read ``ours`` as files."""
+    ``theirs``, closed here once sent; ours are read by ``pump`` (``stdout``, ``stderr``:
+    descriptors) and written by a feeder thread (``stdin``: a file)."""
 
     def __init__(self, *, with_stdin: bool):
         opened: list[int] = []
@@ -211,8 +175,7 @@ class _Pipes:
                 os.close(fd)
             raise
         self.theirs = (stdin[0], stdout[1], stderr[1])
-        self.stdout = os.fdopen(stdout[0], "rb")
-        self.stderr = os.fdopen(stderr[0], "rb")
+        self.stdout, self.stderr = stdout[0], stderr[0]
         self.stdin = os.fdopen(stdin[1], "wb") if stdin[1] is not None else None
 
     def close_theirs(self) -> None:
@@ -220,9 +183,10 @@ class _Pipes:
             os.close(fd)
 
     def close_ours(self) -> None:
-        for stream in (self.stdout, self.stderr, self.stdin):
-            if stream is not None:
-                stream.close()
+        os.close(self.stdout)
+        os.close(self.stderr)
+        if self.stdin is not None:
+            self.stdin.close()
 
 
 def _close_captures(captures) -> None:
@@ -235,30 +199,33 @@ def _wait(command, pipes, captures, stdin_data, timeout_seconds, stdout_cap, whi
     tail: deque = deque(maxlen=TAIL_BYTES)
     (stdout_file, stdout_path), (stderr_file, stderr_path) = captures
     errors: list[str] = []
-    readers = [
-        threading.Thread(target=_copy_capped, args=(pipes.stdout, stdout_file, stdout_path, stdout_cap, tail, errors),
-                         daemon=True),
-        threading.Thread(target=_copy_capped, args=(pipes.stderr, stderr_file, stderr_path, stdout_cap, None, errors),
-                         daemon=True),
+    outputs = [
+        Capture(pipes.stdout, stdout_file, stdout_path, stdout_cap, tail, errors),
+        Capture(pipes.stderr, stderr_file, stderr_path, stdout_cap, None, errors),
     ]
+    feeder = None
     if pipes.stdin is not None:
-        readers.append(threading.Thread(target=_feed, args=(pipes.stdin, stdin_data), daemon=True))
-    for reader in readers:
-        reader.start()
+        feeder = threading.Thread(target=_feed, args=(pipes.stdin, stdin_data), daemon=True)
+        feeder.start()
     deadline = time.monotonic() + timeout_seconds
     timed_out = aborted = False
-    while not command.finished:
-        moment = time.monotonic()
-        if moment >= deadline:
-            timed_out = True
-            break
-        if not while_waiting():
-            aborted = True
-            break
-        command.wait(min(POLL_SECONDS, deadline - moment))
-    _end(command)
-    for reader in readers:
-        reader.join(timeout=KILL_GRACE_SECONDS)
+    try:
+        while not command.finished:
+            moment = time.monotonic()
+            if moment >= deadline:
+                timed_out = True
+                break
+            if not while_waiting():
+                aborted = True
+                break
+            pump(command, outputs, min(POLL_SECONDS, deadline - moment))
+        _end(command, outputs)
+        pump(command, outputs, KILL_GRACE_SECONDS, drain=True)
+    finally:
+        for output in outputs:
+            output.close()
+        if feeder is not None:
+            feeder.join(timeout=KILL_GRACE_SECONDS)
     if timed_out or aborted:
         return CommandOutcome(None, timed_out, bytes(tail).decode("utf-8", errors="replace"), str(stdout_path),
                               aborted=aborted, output_error="; ".join(errors))
@@ -292,15 +259,16 @@ def run_argv(plan: dict, run_id: int, run_dir: Path) -> list[str]:
     return fill_argv(plan["argvTemplate"], {**plan["argvValues"], **run_time})
 
 
-def _end(command: SpawnedCommand) -> None:
-    """End the command: its keeper gets SIGTERM and ends it (TERM, KILL after the grace); should
-    the keeper itself not end within its grace and a little more, SIGKILL to it and to the
-    command's process group."""
+def _end(command: SpawnedCommand, outputs: list[Capture] = ()) -> None:
+    """End the command: its keeper gets SIGTERM and ends it (TERM, KILL after the grace), its
+    ``outputs`` read meanwhile; should the keeper itself not end within its grace and a little
+    more, SIGKILL to it and to the command's process group."""
     if not command.finished:
         command.stop()
-        if not command.wait(KILL_GRACE_SECONDS + SHIM_EXIT_SECONDS):
+        pump(command, outputs, KILL_GRACE_SECONDS + SHIM_EXIT_SECONDS)
+        if not command.finished:
             command.kill()
-            command.wait(SHIM_EXIT_SECONDS)
+            pump(command, outputs, SHIM_EXIT_SECONDS)
     command.close()
 
 
