@@ -7,7 +7,7 @@ migrates it, and starts K ``runserve`` processes on it, each with its slot loop,
 gunicorn worker on a free loopback port and W run workers. The registry
 is a copy of the kernel with no loops (nothing ticks meanwhile) and two bench-only event
 types of one bench-only definition, ``bench-noop@1`` (``--adapter command``: a read-only
-command, ``/bin/true``, run through the command adapter and its shim like any command;
+command, ``/bin/true``, run through the command adapter and its spawner like any command;
 ``--adapter builtin``: the heartbeat's health report, inside the worker):
 ``bench.plan.requested`` (watched) and ``bench.run.requested`` (``approval: auto``).
 Once every slot loop and run worker has its process row:

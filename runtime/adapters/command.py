@@ -36,7 +36,7 @@ TAIL_BYTES = 64 * 1024
 #: After SIGTERM to the process group, how long before SIGKILL.
 KILL_GRACE_SECONDS = 5
 #: How long a command's keeper may take beyond the grace to reap the last descendants and exit.
-SHIM_EXIT_SECONDS = 5
+KEEPER_EXIT_SECONDS = 5
 #: How often ``while_waiting`` is called while a command runs, in seconds. Its exit is noticed
 #: at once (its keeper's report wakes the wait), not at the next look.
 POLL_SECONDS = 0.2
@@ -265,10 +265,10 @@ def _end(command: SpawnedCommand, outputs: list[Capture] = ()) -> None:
     more, SIGKILL to it and to the command's process group."""
     if not command.finished:
         command.stop()
-        pump(command, outputs, KILL_GRACE_SECONDS + SHIM_EXIT_SECONDS)
+        pump(command, outputs, KILL_GRACE_SECONDS + KEEPER_EXIT_SECONDS)
         if not command.finished:
             command.kill()
-            pump(command, outputs, SHIM_EXIT_SECONDS)
+            pump(command, outputs, KEEPER_EXIT_SECONDS)
     command.close()
 
 
