@@ -22,6 +22,9 @@ from pathlib import Path
 
 from lib import command_spawner
 
+#: How long ``Spawner.close`` waits for the spawner to exit (it does at once) before SIGKILL, in seconds.
+CLOSE_SECONDS = 5
+
 
 class SpawnerUnavailable(Exception):
     """The spawner took no request: it died as it was asked, twice. No command started."""
@@ -50,13 +53,16 @@ class Spawner:
 
     def close(self) -> None:
         """Stop the spawner, as the end of this process would (its keepers end their commands),
-        and wait for it; the next request starts a new one."""
+        and wait for it (SIGKILL past ``CLOSE_SECONDS``); the next request starts a new one."""
         with self._lock:
             if self._control is not None:
                 self._control.close()
                 self._control = None
             if self._process is not None:
-                self._process.wait()
+                try:
+                    self._process.wait(timeout=CLOSE_SECONDS)
+                except subprocess.TimeoutExpired:
+                    self._discard()
                 self._process = None
 
     def _ensure(self) -> None:

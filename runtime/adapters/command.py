@@ -130,7 +130,11 @@ def run_command(
         stderr_file = stderr_path.open("wb")
         opening.pop_all()  # both open: from here the reader threads close them
     captures = [(stdout_file, stdout_path), (stderr_file, stderr_path)]
-    pipes = _Pipes(with_stdin=stdin_data is not None)
+    try:
+        pipes = _Pipes(with_stdin=stdin_data is not None)
+    except BaseException:
+        _close_captures(captures)
+        raise
     try:
         command = SPAWNER.spawn(argv, env=minimal_environment(run_id, run_dir), cwd=run_dir, nice=nice,
                                 grace=KILL_GRACE_SECONDS, stdio=pipes.theirs)

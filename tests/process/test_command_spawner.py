@@ -221,3 +221,18 @@ def test_commands_asked_from_several_threads_at_once_each_get_their_own_report(s
     assert {n: (lines[1:], text) for n, (lines, text) in results.items()} == {
         n: ([f"exit {n}"], f"{n}\n") for n in range(8)
     }
+
+
+def test_closing_waits_for_the_spawner_and_kills_one_that_does_not_end(spawner, monkeypatch):
+    from lib import spawner_client
+
+    monkeypatch.setattr(spawner_client, "CLOSE_SECONDS", 0.5)
+    spawner.start()
+    stuck = spawner.pid
+    os.kill(stuck, signal.SIGSTOP)
+    started = time.monotonic()
+    spawner.close()
+    assert 0.5 <= time.monotonic() - started < 5
+    assert not alive(stuck)
+    spawner.start()  # the next request gets a new one
+    assert spawner.pid != stuck and alive(spawner.pid)
