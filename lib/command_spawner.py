@@ -27,7 +27,8 @@ reported. The exit is noticed at once: the keeper sleeps on its signal wake-up p
 The spawner exits when the worker is gone — the kernel closes the worker's end of the socket
 whatever ended it, SIGKILL included — after SIGTERM to every keeper. It keeps each run's status
 pipe until it has reaped the keeper, so a keeper that died without reporting (the OOM killer)
-is reported as ``exit <its status>``.
+is reported as ``exit <its status>``; being a subreaper itself, it then SIGKILLs what that
+keeper left (its command and their descendants, re-parented to the spawner).
 
 Elsewhere than Linux there is no parent-death signal and no subreaper: a keeper looks at its
 parent every ``POLL_SECONDS`` instead, and a descendant that left the command's group escapes.
@@ -210,6 +211,12 @@ def _clean_up(command_pid: int, grace: float, exit_code: int | None) -> int | No
     return exit_code
 
 
+def _report(status, line: str) -> None:
+    """Write one status line; a worker gone (its end closed) must not stop the keeper's work."""
+    with contextlib.suppress(OSError):
+        status.write(line)
+
+
 def _keep(request: dict, stdio: list[int], status, spawner: int) -> None:
     """The keeper of one run (a forked copy of the spawner): start the command, wait for it,
     end it and what it left behind, report on ``status`` (module docstring)."""
@@ -218,7 +225,7 @@ def _keep(request: dict, stdio: list[int], status, spawner: int) -> None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
     if os.getppid() != spawner:
-        status.write("error the spawner was gone before the command started\n")
+        _report(status, "error the spawner was gone before the command started\n")
         return
     if request.get("nice"):
         os.nice(request["nice"])  # the keeper's own, which the command inherits
@@ -227,12 +234,12 @@ def _keep(request: dict, stdio: list[int], status, spawner: int) -> None:
         os.chdir(request["cwd"])  # the keeper's own, which the command inherits
         command = _start(argv, request["env"], stdio)
     except OSError as exc:
-        status.write(f"error {argv[0]}: {exc.strerror or exc}\n")
+        _report(status, f"error {argv[0]}: {exc.strerror or exc}\n")
         return
     finally:
         for fd in stdio:  # the command's now: its end of file must not wait for the keeper
             os.close(fd)
-    status.write(f"pid {command}\n")
+    _report(status, f"pid {command}\n")
     exit_code = None
     while not _stop_requested and (LINUX or os.getppid() == spawner):
         _, exit_code = _reap(command)
@@ -240,9 +247,9 @@ def _keep(request: dict, stdio: list[int], status, spawner: int) -> None:
             break
         _sleep(wake, None if LINUX else POLL_SECONDS)
     if exit_code is None and os.getppid() != spawner:
-        status.write("lost\n")
+        _report(status, "lost\n")
     exit_code = _clean_up(command, request["grace"], exit_code)
-    status.write(f"exit {exit_code if exit_code is not None else -signal.SIGKILL}\n")
+    _report(status, f"exit {exit_code if exit_code is not None else -signal.SIGKILL}\n")
 
 
 def _fork_keeper(request: dict, fds: list[int], spawner: int, inherited: list[int]) -> int:
@@ -254,8 +261,8 @@ def _fork_keeper(request: dict, fds: list[int], spawner: int, inherited: list[in
     try:
         for fd in inherited:  # the spawner's socket, wake-up pipe and other runs' status pipes
             os.close(fd)
-        with os.fdopen(fds[3], "w", buffering=1, encoding="utf-8", errors="replace") as status:
-            _keep(request, fds[:3], status, spawner)
+        status = os.fdopen(fds[3], "w", buffering=1, encoding="utf-8", errors="replace")
+        _keep(request, fds[:3], status, spawner)
         code = 0
     finally:
         os._exit(code)

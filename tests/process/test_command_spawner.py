@@ -236,3 +236,19 @@ def test_closing_waits_for_the_spawner_and_kills_one_that_does_not_end(spawner, 
     assert not alive(stuck)
     spawner.start()  # the next request gets a new one
     assert spawner.pid != stuck and alive(spawner.pid)
+
+
+def test_a_worker_that_stopped_reading_the_status_still_has_its_command_ended_gently(spawner, tmp_path):
+    marker = tmp_path / "terminated"
+    polite = (f"import signal, sys, time\n"
+              f"def end(*_): open({str(marker)!r}, 'w').close(); sys.exit(0)\n"
+              f"signal.signal(signal.SIGTERM, end); time.sleep(120)\n")
+    spawner.start()
+    os.kill(spawner.pid, signal.SIGSTOP)  # the status pipe is closed before the keeper writes to it
+    command, output = spawn(spawner, [sys.executable, "-c", polite])
+    command.close()
+    os.kill(spawner.pid, signal.SIGCONT)
+    time.sleep(0.5)  # the command starts, its keeper's report goes nowhere
+    command.stop()
+    wait_for(marker.exists, timeout=10, what="the command's SIGTERM handler", interval=0.05)
+    output.close()
