@@ -185,12 +185,7 @@ class SpawnedCommand:
 
     def wait(self, timeout: float) -> bool:
         """Read status lines until ``finished`` or ``timeout`` seconds passed; returns ``finished``."""
-        deadline = time.monotonic() + timeout
-        while not self.finished:
-            readable, _, _ = select.select([self._fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not readable:
-                break
-            self.read()
+        pump(self, [], timeout)
         return self.finished
 
     def stop(self) -> None:
@@ -209,3 +204,22 @@ class SpawnedCommand:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def pump(command: SpawnedCommand, outputs: list, timeout: float, *, drain: bool = False) -> None:
+    """Read the command's status lines and its ``outputs`` (each with ``fileno()``, None once
+    closed, and ``read()``) as they come, for up to ``timeout`` seconds; return sooner once the
+    command is finished — with ``drain``, once its outputs are at their end too."""
+    deadline = time.monotonic() + timeout
+    while True:
+        waiting = [source for source in (command, *outputs) if source.fileno() is not None]
+        if command.finished and not (drain and waiting):
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        readable, _, _ = select.select(waiting, [], [], remaining)
+        if not readable:
+            return
+        for source in readable:
+            source.read()

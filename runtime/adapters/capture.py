@@ -1,17 +1,14 @@
 """A command's output, copied to its capture files as it comes (docs/design.md §8).
 
 The thread that waits for a command reads its stdout and stderr itself, between its looks at
-the lease: ``pump`` waits on the command's status pipe and on both outputs at once, so the
-command's exit is noticed as its keeper reports it and no reader thread is started per run.
+the lease: ``lib.spawner_client.pump`` waits on the command's status pipe and on both
+``Capture`` pipes at once, so the command's exit is noticed as its keeper reports it and no
+reader thread is started per run.
 """
 
 import os
-import select
-import time
 from collections import deque
 from pathlib import Path
-
-from lib.spawner_client import SpawnedCommand
 
 from .base import describe_os_error
 
@@ -70,22 +67,3 @@ class Capture:
                 self.errors.append(describe_os_error(self.path, exc))
         os.close(self.fd)
         self.fd = None
-
-
-def pump(command: SpawnedCommand, outputs: list[Capture], timeout: float, *, drain: bool = False) -> None:
-    """Read the command's status lines and its outputs as they come, for up to ``timeout``
-    seconds; return sooner once the command is finished — with ``drain``, once its outputs
-    are at their end too."""
-    deadline = time.monotonic() + timeout
-    while True:
-        waiting = [source for source in (command, *outputs) if source.fileno() is not None]
-        if command.finished and not (drain and waiting):
-            return
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        readable, _, _ = select.select(waiting, [], [], remaining)
-        if not readable:
-            return
-        for source in readable:
-            source.read()

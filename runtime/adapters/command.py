@@ -17,11 +17,11 @@ from pathlib import Path
 
 from django.conf import settings
 
-from lib.spawner_client import SpawnedCommand, Spawner, SpawnerUnavailable
+from lib.spawner_client import SpawnedCommand, Spawner, SpawnerUnavailable, pump
 from runtime.registry.model import fill_argv
 
 from .base import CommandOutcome, Execution, preparing_run_dir
-from .capture import Capture, pump
+from .capture import Capture
 
 #: Environment a command sees: no secret. Not the Django secret key, not the database URL
 #: (with its password), not FACTORY_*_SECRET, FACTORY_API_TOKEN or the operator password.
