@@ -1,31 +1,39 @@
 """Benchmark: planning and run-claim throughput with 1, 2 and 4 ``runserve`` processes on one PostgreSQL database.
 
-Not a test. For each process count K (``--processes``), a child process recreates the
+Not a test. For each process count K (``--processes``) and each count W of run workers per
+process (``--run-workers``), a child process recreates the
 throw-away PostgreSQL database ``--database-url`` names (dropped and created again),
 migrates it, and starts K ``runserve`` processes on it, each with its slot loop, one
-gunicorn worker on a free loopback port and ``--run-workers`` run workers. The registry
+gunicorn worker on a free loopback port and W run workers. The registry
 is a copy of the kernel with no loops (nothing ticks meanwhile) and two bench-only event
 types of one bench-only definition, ``bench-noop@1`` (``--adapter command``: a read-only
-command, ``/bin/true``, run through the command adapter and its shim like any command;
+command, ``/bin/true``, run through the command adapter and its spawner like any command;
 ``--adapter builtin``: the heartbeat's health report, inside the worker):
 ``bench.plan.requested`` (watched) and ``bench.run.requested`` (``approval: auto``).
 Once every slot loop and run worker has its process row:
 
-- **planning**: ``--events`` injected ``bench.plan.requested`` events (each its own
+- **planning** (skipped with ``--events 0``): ``--events`` injected ``bench.plan.requested`` events (each its own
   correlation, so planners may share them) are admitted in one transaction through the
   inject door (``admit_batch``, validated); from its commit, the K slot loops plan them
   (pending proposals); timed until the database shows none unplanned;
 - **claims**: ``--runs`` injected ``bench.run.requested`` events are admitted and planned
   by this process in one transaction, so ``--runs`` queued runs appear at once at its
   commit; timed until the database shows every one finished, claimed and run by the
-  K × ``--run-workers`` workers (``runtime.services.runs.claim_next_run``, the fair queue).
+  K × W workers (``runtime.services.runs.claim_next_run``, the fair queue). A run's own
+  time is its ``finished_at − claimed_at`` (the database's clock): what a quick command
+  costs its worker.
 
-Prints one row per K — events/s planned, runs/s finished, each as a ratio to K = 1 — and
-the machine line. Every ``runserve`` leads a process group of its own, stopped (SIGTERM,
+Prints one row per (K, W) — events/s planned, runs/s finished, each as a ratio to the first
+row, runs/s per worker and the median claim → finish in ms — and the machine line (nproc,
+load average). Every ``runserve`` leads a process group of its own, stopped (SIGTERM,
 then SIGKILL after 30 s) on every exit path, Ctrl-C included; every wait is bounded.
 
     .venv/bin/python bench/claims_bench.py --database-url postgres://postgres@127.0.0.1:5432/bench_claims
-        [--processes 1 2 4] [--events 5000] [--runs 300] [--run-workers 1] [--adapter command|builtin]
+        [--processes 1 2 4] [--events 5000] [--runs 300] [--run-workers 1 [4]] [--adapter command|builtin]
+
+The quick-run figures of docs/performance.md (``/bin/true``, one process of 1 and of 4 workers)::
+
+    … --processes 1 --run-workers 1 4 --events 0 --runs 600
 """
 
 import argparse
@@ -78,9 +86,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a throw-away PostgreSQL database, dropped and created again for each process count",
     )
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4], help="runserve counts (default 1 2 4)")
-    parser.add_argument("--events", type=int, default=5000, help="events to plan (default 5000)")
+    parser.add_argument("--events", type=int, default=5000, help="events to plan (default 5000; 0: no planning phase)")
     parser.add_argument("--runs", type=int, default=300, help="queued runs to claim and finish (default 300)")
-    parser.add_argument("--run-workers", type=int, default=1, help="run workers per runserve (default 1)")
+    parser.add_argument(
+        "--run-workers", type=int, nargs="+", default=[1], help="run workers per runserve, one row each (default 1)"
+    )
     parser.add_argument(
         "--adapter",
         choices=sorted(DEFINITIONS),
@@ -91,8 +101,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not args.database_url.startswith(("postgres://", "postgresql://")):
         parser.error("--database-url must be a postgres:// URL: the processes share one PostgreSQL database")
-    if min(args.processes) < 1 or args.events < 1 or args.runs < 1 or args.run_workers < 1:
-        parser.error("--processes, --events, --runs and --run-workers must be at least 1")
+    if min(args.processes) < 1 or args.events < 0 or args.runs < 1 or min(args.run_workers) < 1:
+        parser.error("--processes, --runs and --run-workers must be at least 1, --events at least 0")
     return args
 
 
@@ -202,7 +212,8 @@ def claim_phase(count: int, children) -> tuple[float, float, dict[str, int]]:
 
 
 def one(args: argparse.Namespace) -> dict:
-    """One process count, on a fresh database: both phases' figures."""
+    """One process count and one count of run workers, on a fresh database: both phases' figures."""
+    workers = args.run_workers[0]
     root = bench_env.make_root("claims-bench-")
     registry_dir, config_dir = build_registry(root, args.adapter)
     env, version = serve_env.prepare_runtime(root, args.database_url, registry_dir, config_dir)
@@ -211,21 +222,22 @@ def one(args: argparse.Namespace) -> dict:
         try:
             for _ in range(args.one):
                 children.append(
-                    serve_env.start_runserve(env, port=serve_env.free_port(), log=log, run_workers=args.run_workers)
+                    serve_env.start_runserve(env, port=serve_env.free_port(), log=log, run_workers=workers)
                 )
             serve_env.wait_until(
-                lambda: ready(args.one, args.run_workers),
+                lambda: ready(args.one, workers),
                 timeout=START_TIMEOUT,
                 what="process row of every slot loop and run worker",
                 processes=children,
             )
             time.sleep(2)  # past each slot loop's first iteration
-            plan_seconds = plan_phase(args.events, children)
+            plan_seconds = plan_phase(args.events, children) if args.events else None
             claim_seconds, run_seconds, statuses = claim_phase(args.runs, children)
         finally:
             serve_env.stop_all(children)
     return {
         "processes": args.one,
+        "runWorkers": workers,
         "adapter": args.adapter,
         "database": version,
         "events": args.events,
@@ -238,25 +250,31 @@ def one(args: argparse.Namespace) -> dict:
 
 
 def rows(results: list[dict]) -> list[list]:
-    """The table's rows, one per result, ratios to the result with one process (or the first). Pure."""
-    base = next((r for r in results if r["processes"] == 1), results[0])
-    base_plan, base_claim = base["events"] / base["planSeconds"], base["runs"] / base["claimSeconds"]
+    """The table's rows, one per result, ratios to the first result; "—" for planning
+    not measured (``--events 0``). Pure."""
+    base = results[0]
+    base_plan = base["events"] / base["planSeconds"] if base["planSeconds"] else None
+    base_claim = base["runs"] / base["claimSeconds"]
     table = []
     for r in results:
-        planned, finished = r["events"] / r["planSeconds"], r["runs"] / r["claimSeconds"]
+        workers = r["processes"] * r["runWorkers"]
+        planned = r["events"] / r["planSeconds"] if r["planSeconds"] else None
+        finished = r["runs"] / r["claimSeconds"]
         others = {k: v for k, v in sorted(r["statuses"].items()) if k != "succeeded"}
         table.append(
             [
                 r["processes"],
+                r["runWorkers"],
                 r["events"],
-                f"{r['planSeconds']:.2f}",
-                f"{planned:.0f}",
-                f"{planned / base_plan:.2f}",
+                "—" if planned is None else f"{r['planSeconds']:.2f}",
+                "—" if planned is None else f"{planned:.0f}",
+                "—" if planned is None or base_plan is None else f"{planned / base_plan:.2f}",
                 r["runs"],
                 f"{r['claimSeconds']:.2f}",
                 f"{finished:.1f}",
                 f"{finished / base_claim:.2f}",
-                f"{r['runSeconds']:.3f}",
+                f"{finished / workers:.1f}",
+                f"{r['runSeconds'] * 1000:.1f}",
                 " ".join(f"{k}:{v}" for k, v in others.items()) or "none",
             ]
         )
@@ -265,15 +283,17 @@ def rows(results: list[dict]) -> list[list]:
 
 HEADERS = [
     "processes",
+    "run workers each",
     "events",
     "plan s",
     "events/s planned",
-    "× K=1",
+    "× first",
     "runs",
     "runs s",
     "runs/s finished",
-    "× K=1",
-    "median claim → finish s",
+    "× first",
+    "runs/s per worker",
+    "median claim → finish ms",
     "runs not succeeded",
 ]
 
@@ -285,23 +305,28 @@ def main() -> None:
         return
     results = []
     for processes in args.processes:
-        argv = [
-            sys.executable,
-            __file__,
-            "--one",
-            str(processes),
-            "--database-url",
-            args.database_url,
-            "--events",
-            str(args.events),
-            "--runs",
-            str(args.runs),
-            "--run-workers",
-            str(args.run_workers),
-            "--adapter",
-            args.adapter,
-        ]
-        results.append(bench_env.run_child(argv, timeout=START_TIMEOUT + 3 * PHASE_TIMEOUT, what=f"{processes} processes"))
+        for workers in args.run_workers:
+            argv = [
+                sys.executable,
+                __file__,
+                "--one",
+                str(processes),
+                "--database-url",
+                args.database_url,
+                "--events",
+                str(args.events),
+                "--runs",
+                str(args.runs),
+                "--run-workers",
+                str(workers),
+                "--adapter",
+                args.adapter,
+            ]
+            results.append(
+                bench_env.run_child(
+                    argv, timeout=START_TIMEOUT + 3 * PHASE_TIMEOUT, what=f"{processes} processes of {workers} workers"
+                )
+            )
     print(bench_env.table(HEADERS, rows(results)))
     print(bench_env.machine_line(", ".join(sorted({r["database"] for r in results}))))
 

@@ -11,7 +11,7 @@ gives the same bytes, so a re-render shows whether anything changed. What it say
   only past ``TimeoutStopSec`` does systemd SIGKILL the whole group.
 - ``TimeoutStopSec``: runserve's own wait for its children
   (``runserve.shutdown_grace_seconds``: the stop grace, the command's kill grace, the
-  shim's exit and slack) plus ``STOP_MARGIN_SECONDS``, so systemd never cuts that short.
+  keeper's exit and slack) plus ``STOP_MARGIN_SECONDS``, so systemd never cuts that short.
 - ``User``/``Group``, ``WorkingDirectory`` (the checkout) and ``EnvironmentFile`` (the
   production settings, config/production.env.example); ``UMask=0077`` as ``bin/serve``.
 - No ``ExecStartPre=migrate``: with several runserves on one database, migrations are an

@@ -4,7 +4,8 @@ A stop (SIGTERM, Ctrl-C, the supervisor's death) lets the current run finish wit
 ``FACTORY_STOP_GRACE_SECONDS``; past it the run's command is killed and the attempt
 recorded as interrupted (``runtime.services.execution``). The worker then exits.
 
-Each worker also has a preview thread (``run_previews``): previews run beside runs, one
+The worker starts its command spawner (``lib/command_spawner.py``) as it starts, so that its
+first run costs a fork like the others. Each worker also has a preview thread (``run_previews``): previews run beside runs, one
 at a time, so a preview never delays a run and a single worker still previews (docs/design.md
 §8, Previews). A stop kills a running preview's command at once: a preview is advice.
 """
@@ -16,6 +17,7 @@ import threading
 
 from django.db import close_old_connections, connections
 
+from runtime.adapters.command import SPAWNER
 from runtime.services.execution import work_one
 from runtime.services.preview_execution import preview_one
 
@@ -36,6 +38,11 @@ def run_worker(*, stop: threading.Event, once: bool = False) -> None:
     """Work until ``stop`` is set (or, with ``once``, until the queue is empty, then until no
     preview waits), with a preview thread beside the runs unless ``once``."""
     name = worker_name()
+    try:
+        SPAWNER.start()  # now, not at the first run: its interpreter's start is the worker's to pay
+    except OSError as exc:
+        logger.error("worker %s: the command spawner could not start (%s); each command run will try again", name,
+                     exc, extra={"action": "spawner_failed"})
     logger.info("worker %s started", name, extra={"action": "worker_started"})
     previews = None
     if not once:

@@ -1,7 +1,7 @@
 """Attempts that say when they ran: a probe command for fault tests and drills (docs/design.md §8).
 
 The probe (no braces in it: the registry would read them as placeholders) appends ``start <pid> <unix time>`` when it starts and ``end <pid> <unix time>``
-when it ends — after its sleep, or on SIGTERM (the shim's first signal) — to a log
+when it ends — after its sleep, or on SIGTERM (its keeper's first signal) — to a log
 shared by every attempt of its run; ``overlaps`` then says whether two attempts ever
 ran at once. The helpers install it as the definition ``probe@1`` in a
 ``tests.processes.ProcessRuntime`` and queue one run of it.

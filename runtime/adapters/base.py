@@ -38,7 +38,9 @@ class CommandOutcome:
     """How a command ended: ``exit_code`` (None when killed for its time-out) and its output.
 
     ``output_error`` says which capture file could not be written, and why (a full disk):
-    the output was still read to its end, so the command was not held up by it."""
+    the output was still read to its end, so the command was not held up by it.
+    ``spawner_lost`` says that the command spawner died before the command was done (its
+    command was killed with it, or never started): the runtime cut the attempt short."""
 
     exit_code: int | None
     timed_out: bool
@@ -47,6 +49,7 @@ class CommandOutcome:
     not_found: str = ""
     aborted: bool = False
     output_error: str = ""
+    spawner_lost: str = ""
 
 
 def describe_os_error(path, error: OSError) -> str:

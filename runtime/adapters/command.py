@@ -1,14 +1,13 @@
 """The command adapter: a closed argv template run without a shell (docs/design.md §8).
 
-The command gets a minimal environment, its own process group under a shim that
-kills it whole on time-out, on abort and when the worker dies (``lib/command_shim.py``),
-and its stdout and stderr captured to the run directory up to a size cap.
+The command gets a minimal environment, its own process group under a keeper forked by
+this process's command spawner, which kills it whole on time-out, on abort and when the
+worker dies (``lib/command_spawner.py``), and its stdout and stderr captured to the run
+directory up to a size cap.
 """
 
 import contextlib
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -18,10 +17,11 @@ from pathlib import Path
 
 from django.conf import settings
 
-from lib import command_shim
+from lib.spawner_client import SpawnedCommand, Spawner, SpawnerUnavailable, pump
 from runtime.registry.model import fill_argv
 
-from .base import CommandOutcome, Execution, describe_os_error, preparing_run_dir
+from .base import CommandOutcome, Execution, preparing_run_dir
+from .capture import Capture
 
 #: Environment a command sees: no secret. Not the Django secret key, not the database URL
 #: (with its password), not FACTORY_*_SECRET, FACTORY_API_TOKEN or the operator password.
@@ -35,11 +35,14 @@ PASSED_ENVIRONMENT = (
 TAIL_BYTES = 64 * 1024
 #: After SIGTERM to the process group, how long before SIGKILL.
 KILL_GRACE_SECONDS = 5
-#: How long the shim may take beyond the grace to reap the last descendants and exit.
-SHIM_EXIT_SECONDS = 5
+#: How long a command's keeper may take beyond the grace to reap the last descendants and exit.
+KEEPER_EXIT_SECONDS = 5
+#: How often ``while_waiting`` is called while a command runs, in seconds. Its exit is noticed
+#: at once (its keeper's report wakes the wait), not at the next look.
 POLL_SECONDS = 0.2
-#: The first wait on a command; each next one doubles, up to ``POLL_SECONDS``.
-FIRST_POLL_SECONDS = 0.005
+#: Starts this process's commands: one long-lived process, so that a run costs a fork, not an
+#: interpreter's start (docs/design.md §8).
+SPAWNER = Spawner()
 
 
 def command_environment() -> dict[str, str]:
@@ -56,44 +59,6 @@ def minimal_environment(run_id: int, run_dir: Path) -> dict[str, str]:
     return {**command_environment(), "FACTORY_RUN_ID": str(run_id), "FACTORY_RUN_DIR": str(run_dir)}
 
 
-def _copy_capped(stream, out, path: Path, cap: int, tail: deque | None, errors: list[str]) -> None:
-    """Copy a pipe to ``out`` (the open file ``path``) up to ``cap`` bytes (noting the
-    truncation), keeping a tail, and close both.
-
-    A write that fails (a full disk) is noted in ``errors`` and the pipe is still read to
-    its end — discarded, the tail kept — so the command is never blocked on a full pipe."""
-    written = 0
-    truncated = False
-    failed = False
-
-    def write(data: bytes) -> None:
-        nonlocal failed
-        try:
-            out.write(data)
-        except OSError as exc:
-            failed = True
-            errors.append(describe_os_error(path, exc))
-
-    try:
-        for chunk in iter(lambda: stream.read1(65536), b""):
-            if tail is not None:
-                tail.extend(chunk)
-            room = cap - written
-            if room > 0 and not failed:
-                write(chunk[:room])
-                written += min(room, len(chunk))
-            truncated = truncated or len(chunk) > room
-        if truncated and not failed:
-            write(f"\n[output truncated at {cap} bytes]\n".encode())
-    finally:
-        try:
-            out.close()
-        except OSError as exc:  # the last buffered bytes, on a full disk
-            if not failed:
-                errors.append(describe_os_error(path, exc))
-        stream.close()
-
-
 def _feed(stream, data: bytes) -> None:
     """Write ``data`` to a command's stdin and close it; a command that exits unread is fine."""
     try:
@@ -105,21 +70,20 @@ def _feed(stream, data: bytes) -> None:
             stream.close()
 
 
-#: The shims of the commands this process is running now (``terminate_running_commands``).
-_running: set[subprocess.Popen] = set()
+#: The commands this process is running now (``terminate_running_commands``).
+_running: set[SpawnedCommand] = set()
 _running_lock = threading.Lock()
 
 
 def terminate_running_commands() -> int:
-    """SIGTERM the shim of every command this process is running, so each kills its command
+    """SIGTERM the keeper of every command this process is running, so each kills its command
     (TERM, KILL after the grace), whatever the thread waiting for it is doing. The lease
     watchdog calls it when a renewal hangs past the lease (docs/design.md §8). Returns how many."""
     with _running_lock:
-        shims = [process for process in _running if process.poll() is None]
-    for process in shims:
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-    return len(shims)
+        running = [command for command in _running if not command.finished]
+    for command in running:
+        command.stop()
+    return len(running)
 
 
 def run_command(
@@ -140,15 +104,17 @@ def run_command(
     command that does not read it cannot block the wait; without it stdin is empty.
     ``nice`` (0–19) lowers the command's CPU priority: previews run at ``PREVIEW_NICE``.
 
-    The command runs under ``lib/command_shim.py``, in a session of its own: it dies with
-    this process whatever ends it (an exception, a signal, SIGKILL — the shim's
-    parent-death signal), and whatever it leaves behind, double-forked descendants
-    included, is killed when it exits (docs/design.md §8).
+    The command is started by this process's spawner (``SPAWNER``), under a keeper, in a
+    session of its own: it dies with this process whatever ends it (an exception, a signal,
+    SIGKILL), and whatever it leaves behind, double-forked descendants included, is killed
+    when it exits (docs/design.md §8). Its exit is noticed as its keeper reports it.
 
     ``while_waiting`` is called about every 0.2 s (the worker renews its lease there);
     when it returns False the command is killed and the outcome is ``aborted``. On
     time-out, abort or any exit from here, the command's process group and descendants
-    get SIGTERM, then SIGKILL after ``KILL_GRACE_SECONDS``.
+    get SIGTERM, then SIGKILL after ``KILL_GRACE_SECONDS``. When the spawner dies while the
+    command runs, its keeper kills the command and the outcome says ``spawner_lost``; the
+    next command starts a new spawner.
 
     Raises ``RunDirUnwritable`` before the command starts when ``run_dir`` or its capture
     files cannot be created (a read-only or missing runs directory). A capture file that
@@ -165,61 +131,66 @@ def run_command(
         opening.pop_all()  # both open: from here the reader threads close them
     captures = [(stdout_file, stdout_path), (stderr_file, stderr_path)]
     try:
-        status_read, status_write = os.pipe()
+        pipes = _Pipes(with_stdin=stdin_data is not None)
     except BaseException:
         _close_captures(captures)
         raise
     try:
-        process = subprocess.Popen(
-            [
-                sys.executable, "-I", command_shim.__file__, "--parent", str(os.getpid()),
-                "--grace", str(KILL_GRACE_SECONDS), "--status-fd", str(status_write),
-                *(["--nice", str(nice)] if nice else []), "--", *argv,
-            ],
-            stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=run_dir,
-            env=minimal_environment(run_id, run_dir),
-            start_new_session=True,
-            pass_fds=(status_write,),
-        )
-    except OSError as exc:
-        os.close(status_read)
+        command = SPAWNER.spawn(argv, env=minimal_environment(run_id, run_dir), cwd=run_dir, nice=nice,
+                                grace=KILL_GRACE_SECONDS, stdio=pipes.theirs)
+    except (OSError, SpawnerUnavailable) as exc:
+        pipes.close_ours()
         _close_captures(captures)
+        if isinstance(exc, SpawnerUnavailable):
+            return CommandOutcome(None, False, "", "", spawner_lost=str(exc))
         return CommandOutcome(None, False, "", "", not_found=f"{sys.executable}: {exc.strerror or exc}")
     except BaseException:
-        os.close(status_read)
+        pipes.close_ours()
         _close_captures(captures)
         raise
     finally:
-        os.close(status_write)
-    status = _ShimStatus(status_read)
+        pipes.close_theirs()
     with _running_lock:
-        _running.add(process)
+        _running.add(command)
     try:
-        return _wait(process, status, captures, stdin_data, timeout_seconds, stdout_cap, while_waiting)
+        return _wait(command, pipes, captures, stdin_data, timeout_seconds, stdout_cap, while_waiting)
     finally:
-        _stop_shim(process, status)
+        _end(command)
         with _running_lock:
-            _running.discard(process)
+            _running.discard(command)
 
 
-class _ShimStatus:
-    """The shim's status lines (``pid N``, ``error TEXT``, ``exit CODE``), read by a thread."""
+class _Pipes:
+    """The command's stdout and stderr pipes (and stdin's when it is fed): the spawner gets
+    ``theirs``, closed here once sent; ours are read by ``pump`` (``stdout``, ``stderr``:
+    descriptors) and written by a feeder thread (``stdin``: a file)."""
 
-    def __init__(self, fd: int):
-        self.lines: list[str] = []
-        self.reader = threading.Thread(target=self._read, args=(fd,), daemon=True)
-        self.reader.start()
+    def __init__(self, *, with_stdin: bool):
+        opened: list[int] = []
+        try:
+            stdin = os.pipe() if with_stdin else (os.open(os.devnull, os.O_RDONLY), None)
+            opened.extend(fd for fd in stdin if fd is not None)
+            stdout = os.pipe()
+            opened.extend(stdout)
+            stderr = os.pipe()
+            opened.extend(stderr)
+        except BaseException:
+            for fd in opened:
+                os.close(fd)
+            raise
+        self.theirs = (stdin[0], stdout[1], stderr[1])
+        self.stdout, self.stderr = stdout[0], stderr[0]
+        self.stdin = os.fdopen(stdin[1], "wb") if stdin[1] is not None else None
 
-    def _read(self, fd: int) -> None:
-        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as stream:
-            for line in stream:
-                self.lines.append(line.rstrip("\n"))
+    def close_theirs(self) -> None:
+        for fd in self.theirs:
+            os.close(fd)
 
-    def value(self, word: str) -> str | None:
-        return next((line[len(word) + 1:] for line in self.lines if line.startswith(word + " ")), None)
+    def close_ours(self) -> None:
+        os.close(self.stdout)
+        os.close(self.stderr)
+        if self.stdin is not None:
+            self.stdin.close()
 
 
 def _close_captures(captures) -> None:
@@ -228,52 +199,58 @@ def _close_captures(captures) -> None:
             out.close()
 
 
-def _wait(process, status, captures, stdin_data, timeout_seconds, stdout_cap, while_waiting) -> CommandOutcome:
+def _wait(command, pipes, captures, stdin_data, timeout_seconds, stdout_cap, while_waiting) -> CommandOutcome:
     tail: deque = deque(maxlen=TAIL_BYTES)
     (stdout_file, stdout_path), (stderr_file, stderr_path) = captures
     errors: list[str] = []
-    readers = [
-        threading.Thread(target=_copy_capped, args=(process.stdout, stdout_file, stdout_path, stdout_cap, tail, errors),
-                         daemon=True),
-        threading.Thread(target=_copy_capped, args=(process.stderr, stderr_file, stderr_path, stdout_cap, None, errors),
-                         daemon=True),
+    outputs = [
+        Capture(pipes.stdout, stdout_file, stdout_path, stdout_cap, tail, errors),
+        Capture(pipes.stderr, stderr_file, stderr_path, stdout_cap, None, errors),
     ]
-    if stdin_data is not None:
-        readers.append(threading.Thread(target=_feed, args=(process.stdin, stdin_data), daemon=True))
-    for reader in readers:
-        reader.start()
+    feeder = None
+    if pipes.stdin is not None:
+        feeder = threading.Thread(target=_feed, args=(pipes.stdin, stdin_data), daemon=True)
+        feeder.start()
     deadline = time.monotonic() + timeout_seconds
     timed_out = aborted = False
-    pause = FIRST_POLL_SECONDS
-    while process.poll() is None:
-        if time.monotonic() >= deadline:
-            timed_out = True
-            break
-        if not while_waiting():
-            aborted = True
-            break
-        # Wait on the command itself, a short while at first: a command that exits at once
-        # frees its worker within milliseconds instead of at the next 0.2 s poll, which
-        # capped a worker at about 3.5 quick runs a second (docs/performance.md).
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=pause)
-        pause = min(pause * 2, POLL_SECONDS)
-    _stop_shim(process, status)
-    for reader in readers:
-        reader.join(timeout=KILL_GRACE_SECONDS)
-    error = status.value("error")
-    if error is not None and not (timed_out or aborted):
+    try:
+        while not command.finished:
+            moment = time.monotonic()
+            if moment >= deadline:
+                timed_out = True
+                break
+            if not while_waiting():
+                aborted = True
+                break
+            pump(command, outputs, min(POLL_SECONDS, deadline - moment))
+        _end(command, outputs)
+        pump(command, outputs, KILL_GRACE_SECONDS, drain=True)
+    finally:
+        for output in outputs:
+            output.close()
+        if feeder is not None:
+            feeder.join(timeout=KILL_GRACE_SECONDS)
+    if timed_out or aborted:
+        return CommandOutcome(None, timed_out, bytes(tail).decode("utf-8", errors="replace"), str(stdout_path),
+                              aborted=aborted, output_error="; ".join(errors))
+    error = command.value("error")
+    if error is not None:
         return CommandOutcome(None, False, "", "", not_found=error, output_error="; ".join(errors))
-    # A shim that died before reporting (the OOM killer, say) answers with its own status.
-    exit_code = status.value("exit")
+    if command.lost:
+        return CommandOutcome(None, False, "", "", spawner_lost=_lost(command), output_error="; ".join(errors))
     return CommandOutcome(
-        exit_code=None if timed_out or aborted else int(exit_code) if exit_code is not None else process.returncode,
-        timed_out=timed_out,
-        aborted=aborted,
+        exit_code=int(command.value("exit")),
+        timed_out=False,
         stdout_tail=bytes(tail).decode("utf-8", errors="replace"),
         stdout_path=str(stdout_path),
         output_error="; ".join(errors),
     )
+
+
+def _lost(command: SpawnedCommand) -> str:
+    """Why the spawner's death ended ``command``, for the run's journal."""
+    started = "its command was killed" if command.value("pid") is not None else "its command never started"
+    return f"the command spawner (pid {SPAWNER.pid}) died; {started}"
 
 
 def run_argv(plan: dict, run_id: int, run_dir: Path) -> list[str]:
@@ -286,22 +263,17 @@ def run_argv(plan: dict, run_id: int, run_dir: Path) -> list[str]:
     return fill_argv(plan["argvTemplate"], {**plan["argvValues"], **run_time})
 
 
-def _stop_shim(process: subprocess.Popen, status: _ShimStatus) -> None:
-    """End the shim and so the command: SIGTERM, then — should the shim itself not end within
-    its grace and a little more — SIGKILL to it and to the command's process group."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=KILL_GRACE_SECONDS + SHIM_EXIT_SECONDS)
-        except subprocess.TimeoutExpired:
-            command_pid = status.value("pid")
-            if command_pid is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(int(command_pid), signal.SIGKILL)
-            process.kill()
-            process.wait()
-    status.reader.join(timeout=SHIM_EXIT_SECONDS)
+def _end(command: SpawnedCommand, outputs: list[Capture] = ()) -> None:
+    """End the command: its keeper gets SIGTERM and ends it (TERM, KILL after the grace), its
+    ``outputs`` read meanwhile; should the keeper itself not end within its grace and a little
+    more, SIGKILL to it and to the command's process group."""
+    if not command.finished:
+        command.stop()
+        pump(command, outputs, KILL_GRACE_SECONDS + KEEPER_EXIT_SECONDS)
+        if not command.finished:
+            command.kill()
+            pump(command, outputs, KEEPER_EXIT_SECONDS)
+    command.close()
 
 
 def execute_command(execution: Execution) -> CommandOutcome:

@@ -68,7 +68,8 @@ class LeaseKeeper:
 
     A renewal can hang (a database host gone without a word) with the waiting thread
     inside it: while the keeper is ``watching``, a watchdog thread kills the running
-    commands when the lease ends during a renewal that has not come back.
+    commands when the lease ends during a renewal that has not come back. The watchdog
+    starts with the first renewal: a run that ends before it (a quick command) starts none.
     """
 
     def __init__(self, run: Run, *, worker: str, lease_seconds: int, lease_started: float,
@@ -82,17 +83,19 @@ class LeaseKeeper:
         self.ended = ""
         self.renewing = False
         self.done = threading.Event()
+        self.watched = False
+        self.watchdog: threading.Thread | None = None
 
     @contextlib.contextmanager
     def watching(self):
-        """Run the watchdog for the duration of the block."""
-        watchdog = threading.Thread(target=self._watch, name=f"lease-watchdog-{self.run.pk}", daemon=True)
-        watchdog.start()
+        """Let renewals in the block start the watchdog; stop it at the block's end."""
+        self.watched = True
         try:
             yield self
         finally:
             self.done.set()
-            watchdog.join()
+            if self.watchdog is not None:
+                self.watchdog.join()
 
     def _watch(self) -> None:
         while not self.done.wait(WATCHDOG_SECONDS):
@@ -116,6 +119,9 @@ class LeaseKeeper:
             return self._end(self.ended or "lease_renewal_failed")
         if moment < self.next_renewal:
             return True
+        if self.watched and self.watchdog is None:
+            self.watchdog = threading.Thread(target=self._watch, name=f"lease-watchdog-{self.run.pk}", daemon=True)
+            self.watchdog.start()
         self.renewing = True
         try:
             held = renew_lease(self.run.pk, worker=self.worker, now=database_now(), lease_seconds=self.lease_seconds)
@@ -227,6 +233,14 @@ def execute_run(run: Run, *, worker: str, stop: threading.Event | None = None, l
         write_while_held(lambda: fail_attempt(run.pk, reason="timeout", now=database_now(), worker=worker,
                                               interrupted=True, detail=outcome.output_error),
                          until=lease.held_until, what=f"the time-out of run {run.pk}")
+        return
+    if outcome.spawner_lost:
+        # Not the command's failure: the runtime cut it short, as a stopped worker does, so a
+        # mutating run waits as interrupted for an operator (docs/design.md §8).
+        logger.error("run %s: %s", run.pk, outcome.spawner_lost, extra={"action": "spawner_died", "run": run.pk})
+        write_while_held(lambda: fail_attempt(run.pk, reason="spawner_died", now=database_now(), worker=worker,
+                                              interrupted=True, detail=outcome.spawner_lost),
+                         until=lease.held_until, what=f"the interrupted attempt of run {run.pk}")
         return
     if outcome.not_found:
         result = RunResult("FAILED", False, reason="command_not_found", summary=outcome.not_found)

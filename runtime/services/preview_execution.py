@@ -58,7 +58,7 @@ def run_preview(preview: Preview, *, stop: threading.Event | None = None) -> dic
     """Run ``preview``'s argv and say what it found, as ``finish_preview``'s fields: ``done``
     with the result's outcome, summary and data when the command met its output contract
     and exited 0; ``failed`` with the reason otherwise (``timeout``, ``worker_stopped`` —
-    ``stop`` was set: a preview is advice, killed at once —, ``command_not_found``,
+    ``stop`` was set: a preview is advice, killed at once —, ``spawner_died``, ``command_not_found``,
     ``runs_dir_unwritable``, ``exit_code_<n>``, ``output_contract_violation``)."""
     if preview.proposal.plan.get("adapter") == "fake":
         return play_fake_preview(preview)
@@ -82,6 +82,8 @@ def run_preview(preview: Preview, *, stop: threading.Event | None = None) -> dic
     if outcome.aborted:
         return {"status": PreviewStatus.FAILED, "reason": "worker_stopped", "stdout": stdout,
                 "detail": "its worker was stopping; a preview is advice and is not waited for"}
+    if outcome.spawner_lost:
+        return {"status": PreviewStatus.FAILED, "reason": "spawner_died", "stdout": stdout, "detail": outcome.spawner_lost}
     if outcome.not_found:
         return {"status": PreviewStatus.FAILED, "reason": "command_not_found", "detail": outcome.not_found}
     registry = get_registry()

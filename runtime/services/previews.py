@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 #: How often a person may ask again for one proposal's preview, in seconds.
 REPEAT_SECONDS = 10
 #: Beyond a preview's time-out, how long until a row still running is surely its dead
-#: worker's, in seconds: the command adapter's kill grace and shim exit, and a margin.
+#: worker's, in seconds: the command adapter's kill grace and its keeper's exit, and a margin.
 DEADLINE_GRACE_SECONDS = 15
 #: How much of a preview's stdout its row keeps, in bytes (the first of them).
 PREVIEW_STDOUT_BYTES = 16 * 1024

@@ -125,6 +125,15 @@ def test_a_lease_that_cannot_be_renewed_in_time_kills_the_command(registry_files
     assert len(no_reconnect) >= 2
 
 
+def test_a_run_that_ends_before_its_first_renewal_starts_no_lease_watchdog(registry_files, approver, tmp_path, monkeypatch):
+    run = sleeper(registry_files, approver, tmp_path, mutating=False, seconds=0)
+    watched = []
+    monkeypatch.setattr(execution.LeaseKeeper, "_watch", lambda keeper: watched.append(keeper.run.pk))
+    assert work_one(worker="w1")
+    run.refresh_from_db()
+    assert (run.status, watched) == ("succeeded", [])
+
+
 def test_a_lost_lease_kills_the_command_at_once_and_is_journaled(registry_files, approver, tmp_path, settings, monkeypatch):
     settings.FACTORY_LEASE_SECONDS = 3
     run = sleeper(registry_files, approver, tmp_path, mutating=True, seconds=30)

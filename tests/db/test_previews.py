@@ -129,6 +129,21 @@ def test_a_preview_past_its_time_out_is_killed_and_shown_failed(registry_files, 
     assert JournalEntry.objects.get(action="proposal_previewed").data["status"] == "failed"
 
 
+def test_a_preview_whose_spawner_died_is_failed_and_says_so(registry_files, factory_root):
+    from runtime.adapters.command import SPAWNER
+
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    kills = ("import os, signal, time; keeper = os.getppid(); "
+             "os.kill(int(open('/proc/%d/stat' % keeper).read().rsplit(')', 1)[1].split()[1]), signal.SIGKILL); "
+             "time.sleep(60)")
+    registry_files.update("definitions/reaper@1.json", lambda d: d.update(command=["{python}", "-c", kills, "--apply"]))
+    tick("2026-11-30T21:00:10Z")
+    assert run_previews("2026-11-30T21:00:12Z") == 1
+    preview = Preview.objects.get()
+    assert (preview.status, preview.reason, preview.detail) == (
+        "failed", "spawner_died", f"the command spawner (pid {SPAWNER.pid}) died; its command was killed")
+
+
 def test_a_preview_whose_worker_died_is_failed_once_past_its_deadline(registry_files, factory_root):
     registry_files.write_config("schedule.yaml", WATCHED_REAPER)
     tick("2026-11-30T21:00:10Z")

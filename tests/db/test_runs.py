@@ -136,6 +136,47 @@ def test_a_mutating_command_past_its_time_out_is_interrupted_not_run_again(regis
     assert not work_one(worker="w1")
 
 
+#: A command that SIGKILLs the spawner above it (its keeper's parent) and sleeps, unless ``marker`` exists.
+KILLS_ITS_SPAWNER = (
+    "import os, signal, time; marker = {marker!r}\n"
+    "if not os.path.exists(marker):\n"
+    "    open(marker, 'w').close()\n"
+    "    keeper = os.getppid()\n"
+    "    spawner = int(open('/proc/%d/stat' % keeper).read().rsplit(')', 1)[1].split()[1])\n"
+    "    os.kill(spawner, signal.SIGKILL); time.sleep(60)\n"
+    "print('done')\n"
+)
+
+
+def test_a_spawner_that_dies_midway_fails_the_attempt_and_the_next_attempt_gets_a_new_spawner(registry_files, tmp_path):
+    from runtime.adapters.command import SPAWNER
+
+    run = queue(registry_files, KILLS_ITS_SPAWNER.format(marker=str(tmp_path / "killed")), attempts=2)
+    started = time.monotonic()
+    assert work_one(worker="w1")
+    assert time.monotonic() - started < 10  # its keeper killed the command: no wait for its time-out
+    run.refresh_from_db()
+    dead = SPAWNER.pid
+    assert (run.status, run.reason, run.attempt) == ("queued", "spawner_died", 1)
+    assert JournalEntry.objects.get(action="run_requeued").data == {
+        "reason": "spawner_died", "attempt": 1, "maxAttempts": 2,
+        "detail": f"the command spawner (pid {dead}) died; its command was killed",
+    }
+    assert work_one(worker="w1")
+    run.refresh_from_db()
+    assert (run.status, run.outcome, run.attempt) == ("succeeded", "SUCCEEDED", 2)
+    assert SPAWNER.pid != dead
+
+
+def test_a_mutating_command_whose_spawner_died_is_interrupted_not_run_again(registry_files, approver, tmp_path):
+    script = KILLS_ITS_SPAWNER.format(marker=str(tmp_path / "killed"))
+    run = queue(registry_files, script, attempts=3, mutating=True, approver=approver)
+    work_one(worker="w1")
+    run.refresh_from_db()
+    assert (run.status, run.reason, run.attempt) == ("interrupted", "spawner_died", 1)
+    assert not work_one(worker="w1")
+
+
 def test_stdout_is_capped(registry_files, settings):
     settings.FACTORY_STDOUT_CAP_BYTES = 100
     run = queue(registry_files, f"print('x' * 10000); print({CONTRACT_LINE!r})")

@@ -120,7 +120,7 @@ SLEEPER = {
 
 
 def command_dies(runtime, run_id: int) -> None:
-    """The command dies with its SIGKILLed worker (the shim's parent-death signal), within seconds."""
+    """The command dies with its SIGKILLed worker (its spawner sees the worker's end of their socket close; its keeper kills it), within seconds."""
     pid = int((runtime.root / "runs" / str(run_id) / "pid").read_text())
     wait_for(lambda: not alive(pid), timeout=5, what=f"command {pid} to die with its worker")
 

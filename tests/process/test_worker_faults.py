@@ -7,6 +7,7 @@ its start and end with its pid (``tests.attempts``). Leases of 3 s and a stop gr
 
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -47,6 +48,28 @@ def test_a_sigterm_lets_the_grace_pass_then_kills_the_command_and_interrupts_a_m
     assert retried.stdout.strip() == f"retried run {run_id} as operator: queued for attempt 2/3"
     again = runtime.manage("retry_run", str(run_id), "--as", "operator", check=False)
     assert (again.returncode, again.stderr.strip()) == (2, f"refused: not_interrupted: run {run_id} is queued, not interrupted")
+
+
+def spawners_of(pid: int) -> list[int]:
+    """The command spawners ``pid`` started (its children running lib/command_spawner.py)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat, cmdline = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
+        except (OSError, NotADirectoryError):
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"command_spawner.py" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_worker_starts_one_command_spawner_as_it_starts_and_it_dies_with_the_worker(runtime):
+    worker = runtime.start("worker", **FAST)
+    spawners = wait_for(lambda: spawners_of(worker.pid), timeout=30, what="the worker's command spawner")
+    assert len(spawners) == 1 and alive(spawners[0])
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(timeout=10)
+    wait_for(lambda: not alive(spawners[0]), timeout=5, what="the spawner to end with its worker")
 
 
 def test_a_sigkilled_worker_takes_its_command_along_and_the_retry_never_overlaps(runtime):

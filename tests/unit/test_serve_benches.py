@@ -14,9 +14,16 @@ def test_claims_bench_defaults_to_one_two_and_four_processes_of_one_run_worker()
         [1, 2, 4],
         5000,
         300,
-        1,
+        [1],
         "command",
     )
+
+
+def test_claims_bench_measures_each_count_of_run_workers_and_may_skip_planning():
+    args = claims_bench.parse_args(
+        ["--database-url", "postgres://h/db", "--processes", "1", "--run-workers", "1", "4", "--events", "0"]
+    )
+    assert (args.processes, args.run_workers, args.events) == ([1], [1, 4], 0)
 
 
 @pytest.mark.parametrize(
@@ -26,6 +33,8 @@ def test_claims_bench_defaults_to_one_two_and_four_processes_of_one_run_worker()
         ["--database-url", "sqlite:///x.sqlite3"],
         ["--database-url", "postgres://h/db", "--processes", "0"],
         ["--database-url", "postgres://h/db", "--runs", "0"],
+        ["--database-url", "postgres://h/db", "--events", "-1"],
+        ["--database-url", "postgres://h/db", "--run-workers", "1", "0"],
         ["--database-url", "postgres://h/db", "--adapter", "agent"],
     ],
 )
@@ -35,10 +44,11 @@ def test_claims_bench_refuses_what_it_cannot_measure(argv, capsys):
     assert exit.value.code == 2
 
 
-def test_claims_bench_rows_give_rates_and_ratios_to_one_process():
+def test_claims_bench_rows_give_rates_per_worker_and_ratios_to_the_first_row():
     results = [
         {
             "processes": 1,
+            "runWorkers": 1,
             "events": 5000,
             "planSeconds": 10.0,
             "runs": 200,
@@ -48,6 +58,7 @@ def test_claims_bench_rows_give_rates_and_ratios_to_one_process():
         },
         {
             "processes": 2,
+            "runWorkers": 2,
             "events": 5000,
             "planSeconds": 6.25,
             "runs": 200,
@@ -57,10 +68,20 @@ def test_claims_bench_rows_give_rates_and_ratios_to_one_process():
         },
     ]
     assert claims_bench.rows(results) == [
-        [1, 5000, "10.00", "500", "1.00", 200, "80.00", "2.5", "1.00", "0.244", "none"],
-        [2, 5000, "6.25", "800", "1.60", 200, "40.00", "5.0", "2.00", "0.310", "failed:2"],
+        [1, 1, 5000, "10.00", "500", "1.00", 200, "80.00", "2.5", "1.00", "2.5", "244.4", "none"],
+        [2, 2, 5000, "6.25", "800", "1.60", 200, "40.00", "5.0", "2.00", "1.2", "310.0", "failed:2"],
     ]
     assert len(claims_bench.rows(results)[0]) == len(claims_bench.HEADERS)
+
+
+def test_claims_bench_rows_without_planning_say_so():
+    result = {
+        "processes": 1, "runWorkers": 4, "events": 0, "planSeconds": None, "runs": 600,
+        "claimSeconds": 12.0, "runSeconds": 0.0081, "statuses": {"succeeded": 600},
+    }
+    assert claims_bench.rows([result]) == [
+        [1, 4, 0, "—", "—", "—", 600, "12.00", "50.0", "1.00", "12.5", "8.1", "none"]
+    ]
 
 
 def test_backlog_bench_defaults_to_the_issue_sizes():

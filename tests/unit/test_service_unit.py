@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from ops.service_unit import ServiceOptions, service_unit
-from runtime.adapters.command import KILL_GRACE_SECONDS, SHIM_EXIT_SECONDS
+from runtime.adapters.command import KEEPER_EXIT_SECONDS, KILL_GRACE_SECONDS
 from tests.conftest import PROJECT_DIR
 
 OPTIONS = ServiceOptions(
@@ -59,7 +59,7 @@ def test_the_stop_timeout_outlasts_the_stop_grace_and_runserves_own_wait(setting
     settings.FACTORY_STOP_GRACE_SECONDS = 100
     render("--out", str(tmp_path / "unit.service"))
     text = (tmp_path / "unit.service").read_text()
-    expected = 100 + KILL_GRACE_SECONDS + SHIM_EXIT_SECONDS + 10 + 5
+    expected = 100 + KILL_GRACE_SECONDS + KEEPER_EXIT_SECONDS + 10 + 5
     assert f"\nTimeoutStopSec={int(expected + 0.999)}\n" in text
     assert expected > 100 + 5
 

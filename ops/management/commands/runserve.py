@@ -49,7 +49,7 @@ from ops.metrics_intake import (
     release_multiprocess_dir,
 )
 from ops.notify import channels
-from runtime.adapters.command import KILL_GRACE_SECONDS, SHIM_EXIT_SECONDS
+from runtime.adapters.command import KEEPER_EXIT_SECONDS, KILL_GRACE_SECONDS
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
 from runtime.registry.store import SHARED_VARIABLE, store
@@ -75,8 +75,8 @@ GUNICORN_LOGGER = "factory_site.logs.GunicornLogger"
 
 def shutdown_grace_seconds() -> float:
     """How long the supervisor waits for its children after SIGTERM (docs/design.md §8):
-    ``FACTORY_STOP_GRACE_SECONDS``, the command's kill grace and the shim's exit, plus slack."""
-    return settings.FACTORY_STOP_GRACE_SECONDS + KILL_GRACE_SECONDS + SHIM_EXIT_SECONDS + SHUTDOWN_SLACK_SECONDS
+    ``FACTORY_STOP_GRACE_SECONDS``, the command's kill grace and its keeper's exit, plus slack."""
+    return settings.FACTORY_STOP_GRACE_SECONDS + KILL_GRACE_SECONDS + KEEPER_EXIT_SECONDS + SHUTDOWN_SLACK_SECONDS
 
 
 class Command(BaseCommand):
@@ -286,7 +286,7 @@ class Command(BaseCommand):
     def stop_children(self, children: dict[str, subprocess.Popen]) -> None:
         """SIGTERM every child, then wait ``shutdown_grace_seconds()``: longer than a worker
         lets its current run go on and then kills its command, so no worker is cut short
-        (and its command's shim kills the command even if it were)."""
+        (and its command's keeper kills the command even if it were)."""
         for child in children.values():
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
