@@ -31,6 +31,16 @@ def test_a_cadence_with_a_trailing_newline_is_unparseable():
     assert raised.value.code == "unparseable_every"
 
 
+@pytest.mark.parametrize(("every", "shown"), [(90, "90"), (None, "None"), (["5m"], "['5m']")])
+def test_an_every_that_is_not_text_is_unparseable(every, shown):
+    with pytest.raises(CadenceError) as raised:
+        parse_every(every)
+    assert (raised.value.code, str(raised.value)) == (
+        "unparseable_every",
+        f"{shown} is not a cadence: write a positive integer and one of s, m, h, d (e.g. 90s, 60m, 4h, 7d)",
+    )
+
+
 def test_a_kernel_loop_longer_than_366_days_is_a_load_error(registry_files):
     set_loop(registry_files, "reaper", every="999999999d")
     assert errors(registry_files) == [
