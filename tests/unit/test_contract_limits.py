@@ -31,6 +31,16 @@ def test_a_cadence_with_a_trailing_newline_is_unparseable():
     assert raised.value.code == "unparseable_every"
 
 
+@pytest.mark.parametrize(("every", "shown"), [(90, "90"), (None, "None"), (["5m"], "['5m']")])
+def test_an_every_that_is_not_text_is_unparseable(every, shown):
+    with pytest.raises(CadenceError) as raised:
+        parse_every(every)
+    assert (raised.value.code, str(raised.value)) == (
+        "unparseable_every",
+        f"{shown} is not a cadence: write a positive integer and one of s, m, h, d (e.g. 90s, 60m, 4h, 7d)",
+    )
+
+
 def test_a_kernel_loop_longer_than_366_days_is_a_load_error(registry_files):
     set_loop(registry_files, "reaper", every="999999999d")
     assert errors(registry_files) == [
@@ -72,6 +82,7 @@ def test_a_366_day_loop_loads(registry_files):
     ("^[$]+$", r"^[$]+\Z"),
     (r"^[\]$]$", r"^[\]$]\Z"),
     (r"^\\$", r"^\\\Z"),
+    ("^[a$]$", r"^[a$]\Z"),
     ("abc", "abc"),
 ])
 def test_an_unescaped_dollar_outside_a_class_is_the_end_of_the_text(pattern, expected):
@@ -85,6 +96,14 @@ def test_pattern_and_pattern_properties_never_match_before_a_final_newline(text,
     assert Validator(schema).is_valid({"repo": text}) is valid
     assert Validator(schema).is_valid({"x\n": "not an integer"}) is True
     assert Validator(schema).is_valid({"x": "not an integer"}) is False
+
+
+def test_a_pattern_properties_error_names_the_key_and_the_pattern():
+    schema = {"patternProperties": {"^x": {"type": "integer"}}}
+    assert [(error.message, list(error.absolute_path), list(error.absolute_schema_path))
+            for error in Validator(schema).iter_errors({"xa": "s", "y": "t"})] == [
+        ("'s' is not of type 'integer'", ["xa"], ["patternProperties", "^x", "type"]),
+    ]
 
 
 def test_a_read_deadline_under_a_second_fails_the_system_check(settings):

@@ -111,3 +111,25 @@ def test_validator_for_keeps_jsonschemas_errors_and_skips_its_walk_for_a_valid_d
     assert [e.message for e in validator.iter_errors({"repo": "hello\n"})] == ["'hello\\n' does not match '^[a-z]+$'"]
     assert [e.message for e in validator.iter_errors({})] == ["'repo' is a required property"]
     assert validator.is_valid({"repo": 1}) is False
+
+
+def test_validator_for_judges_a_document_the_check_passes_by_the_check_alone(monkeypatch):
+    # jsonschema's walk is not run for a document the compiled check accepts; a document the
+    # check refuses is jsonschema's, with its errors.
+    schema = {"required": ["repo"], "properties": {"repo": {"type": "string"}}}
+    validator = validator_for(schema)
+    walked = []
+    iter_errors = Validator.iter_errors
+    monkeypatch.setattr(Validator, "iter_errors", lambda self, instance: walked.append(instance) or iter_errors(self, instance))
+    assert (list(validator.iter_errors({"repo": "a"})), validator.is_valid({"repo": "a"}), walked) == ([], True, [])
+    # The check says yes to anything not an object, so it judges this one, not None.
+    assert [error.message for error in validator.iter_errors({})] == ["'repo' is a required property"]
+    assert validator.is_valid({"repo": 1}) is False
+    assert walked == [{}, {"repo": 1}]
+
+
+def test_validator_for_a_schema_that_does_not_compile_is_jsonschemas():
+    validator = validator_for({"patternProperties": {"^x": {"type": "integer"}}})
+    assert [error.message for error in validator.iter_errors({"xa": "s"})] == ["'s' is not of type 'integer'"]
+    assert (validator.is_valid({"xa": "s"}), validator.is_valid({"xa": 1}), validator.is_valid({"y": "s"})) == (
+        False, True, True)

@@ -41,3 +41,20 @@ def test_scalars_are_what_they_look_like(text, value):
 def test_a_syntax_error_is_a_yaml_error():
     with pytest.raises(yaml.YAMLError):
         load_yaml("schedules:\n  reaper: [unclosed\n")
+
+
+def test_each_distinct_scalar_text_is_resolved_once_per_document(monkeypatch):
+    # The cache of StrictLoader.resolve: a repeated plain "5m" is resolved once; the quoted "5m"
+    # (another kind of scalar, always a string) and the mapping and sequence have their own.
+    resolved = []
+    resolve = yaml.resolver.BaseResolver.resolve
+
+    def spy(self, kind, value, implicit):
+        resolved.append((kind.__name__, value))
+        return resolve(self, kind, value, implicit)
+
+    monkeypatch.setattr(yaml.resolver.BaseResolver, "resolve", spy)
+    assert load_yaml('a: 5m\nb: 5m\nc: [5m, "5m", 12, "12"]\n') == {"a": "5m", "b": "5m", "c": ["5m", "5m", 12, "12"]}
+    assert resolved == [("MappingNode", None), ("ScalarNode", "a"), ("ScalarNode", "5m"), ("ScalarNode", "b"),
+                        ("ScalarNode", "c"), ("SequenceNode", None), ("ScalarNode", "5m"), ("ScalarNode", "12"),
+                        ("ScalarNode", "12")]
