@@ -133,9 +133,8 @@ def _start(argv: list[str], env: dict[str, str], stdio: list[int]) -> int:
     )
 
 
-def _children() -> list[int]:
-    """This process's live children, the command's re-parented descendants included (Linux /proc)."""
-    me = os.getpid()
+def children_of(parent: int, *, live: bool = False) -> list[int]:
+    """The children of process ``parent`` (Linux /proc), zombies left out when ``live``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -145,7 +144,7 @@ def _children() -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[1]) == me and fields[0] != "Z":
+        if int(fields[1]) == parent and not (live and fields[0] == "Z"):
             found.append(int(entry.name))
     return found
 
@@ -160,7 +159,7 @@ def _signal_all(command_pid: int, sig: int, signalled: set[int] | None) -> None:
             os.killpg(command_pid, sig)
         if signalled is not None:
             signalled.add(0)  # 0 is never a pid: it stands for the command's group
-    for pid in _children() if LINUX else []:
+    for pid in children_of(os.getpid(), live=True) if LINUX else []:
         if signalled is not None and pid in signalled:
             continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -187,27 +186,29 @@ def _reap(command_pid: int) -> tuple[bool, int | None]:
             code = os.waitstatus_to_exitcode(status)
 
 
+def _signal_until_reaped(
+    command_pid: int, sig: int, signalled: set[int] | None, seconds: float, exit_code: int | None,
+) -> tuple[bool, int | None]:
+    """``_signal_all`` and reap every ``POLL_SECONDS`` for at most ``seconds``; returns (no
+    child is left, the command's exit code as far as known)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        _signal_all(command_pid, sig, signalled)
+        done, code = _reap(command_pid)
+        exit_code = code if code is not None else exit_code
+        if done:
+            return True, exit_code
+        time.sleep(POLL_SECONDS)
+    return False, exit_code
+
+
 def _clean_up(command_pid: int, grace: float, exit_code: int | None) -> int | None:
     """TERM the command's group and every descendant, KILL what is left after ``grace``; reap all."""
     if LINUX and exit_code is not None and _reap(command_pid)[0]:
         return exit_code  # a subreaper with no child left has no descendant left either
-    signalled: set[int] = set()
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        _signal_all(command_pid, signal.SIGTERM, signalled)
-        done, code = _reap(command_pid)
-        exit_code = code if code is not None else exit_code
-        if done:
-            return exit_code
-        time.sleep(POLL_SECONDS)
-    deadline = time.monotonic() + KILL_WAIT_SECONDS
-    while time.monotonic() < deadline:
-        _signal_all(command_pid, signal.SIGKILL, None)
-        done, code = _reap(command_pid)
-        exit_code = code if code is not None else exit_code
-        if done:
-            return exit_code
-        time.sleep(POLL_SECONDS)
+    done, exit_code = _signal_until_reaped(command_pid, signal.SIGTERM, set(), grace, exit_code)
+    if not done:
+        _, exit_code = _signal_until_reaped(command_pid, signal.SIGKILL, None, KILL_WAIT_SECONDS, exit_code)
     return exit_code
 
 
@@ -335,7 +336,7 @@ class _Keepers:
         """SIGKILL every child that is not a live keeper, and its process group: the spawner is a
         subreaper, so a command whose keeper was killed outright (the OOM killer) lands here."""
         keepers = {pid for pid, _ in self.by_id.values()}
-        for pid in _children() if LINUX else []:
+        for pid in children_of(os.getpid(), live=True) if LINUX else []:
             if pid in keepers:
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):

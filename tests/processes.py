@@ -158,22 +158,6 @@ def stop(process: subprocess.Popen, sig=signal.SIGTERM, timeout: float = 30) -> 
     return process.returncode, output
 
 
-def children_of(pid: int) -> list[int]:
-    """Direct children of ``pid`` from /proc (Linux)."""
-    result = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[1]) == pid:
-            result.append(int(entry.name))
-    return result
-
-
 def command_line(pid: int) -> str:
     try:
         return (Path("/proc") / str(pid) / "cmdline").read_text().replace("\0", " ")

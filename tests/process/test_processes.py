@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from lib.command_spawner import children_of
 from tests.attempts import alive
-from tests.processes import children_of, command_line, free_port, stop, wait_for, wait_serving
+from tests.processes import command_line, free_port, stop, wait_for, wait_serving
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db]
 
