@@ -68,5 +68,35 @@ StrictLoader.add_implicit_resolver(
 
 
 def load_yaml(text: str):
-    """Parse configuration YAML with ``StrictLoader``; raises yaml.YAMLError."""
-    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+    """Parse configuration YAML with ``StrictLoader``; raises yaml.YAMLError, also for an alias
+    (``*name``): nested aliases of lists multiply a few hundred bytes into gigabytes once
+    expanded (a "billion laughs"), and a configuration file has no need of them."""
+    loader = StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if "*" in text:  # no alias without a star: the common file is not walked
+            _refuse_aliases(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _refuse_aliases(root: yaml.Node) -> None:
+    """Raise ``yaml.constructor.ConstructorError`` at the first node met twice in the document
+    ``root`` — an alias: libyaml hands each alias the anchored node itself."""
+    seen, stack = set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, "found an alias (*name) of the value anchored here: configuration files take no anchors and aliases;"
+                " write the value out",
+                node.start_mark,
+            )
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            stack.extend(child for pair in node.value for child in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)

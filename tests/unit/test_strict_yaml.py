@@ -58,3 +58,23 @@ def test_each_distinct_scalar_text_is_resolved_once_per_document(monkeypatch):
     assert resolved == [("MappingNode", None), ("ScalarNode", "a"), ("ScalarNode", "5m"), ("ScalarNode", "b"),
                         ("ScalarNode", "c"), ("SequenceNode", None), ("ScalarNode", "5m"), ("ScalarNode", "12"),
                         ("ScalarNode", "12")]
+
+
+def test_an_alias_is_refused_before_it_is_expanded():
+    laughs = "l0: &L0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"l{n}: &L{n} [{', '.join([f'*L{n - 1}'] * 10)}]\n" for n in range(1, 8)
+    )
+    with pytest.raises(yaml.YAMLError) as raised:
+        load_yaml(laughs)
+    assert str(raised.value) == (
+        "found an alias (*name) of the value anchored here: configuration files take no anchors and aliases;"
+        ' write the value out\n  in "<unicode string>", line 1, column 5'
+    )
+    with pytest.raises(yaml.YAMLError, match="found an alias"):
+        load_yaml("a: &x 1\nb: *x\n")
+
+
+def test_a_star_or_an_anchor_without_an_alias_loads_as_written():
+    assert load_yaml("note: 'a * b'\nlist: &L [1, 2]\n") == {"note": "a * b", "list": [1, 2]}
+    assert load_yaml("") is None
+    assert load_yaml("# only a comment\n") is None
