@@ -67,5 +67,7 @@ def signed_in(browser, base: str, who: tuple[str, str], width: int = WIDE):
 
 
 def fits(page) -> bool:
-    """Nothing on the page is wider than the window."""
+    """Nothing on the page is wider than the window, read once the page has loaded: right after
+    a click on a link the old document may be gone and the new one not there yet."""
+    page.wait_for_load_state("load")
     return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
