@@ -9,6 +9,7 @@ tick emitter lease (``schedules.emitter``: one process of several on a database)
 the main thread publishes the outbox and plans, however long that takes.
 """
 
+import functools
 import logging
 import os
 import socket
@@ -20,7 +21,7 @@ from datetime import datetime
 from django.db import close_old_connections, connection, connections
 
 from runtime import clock
-from runtime.prepared import instant_param, prepared_cursor
+from runtime.prepared import prepared_cursor
 from runtime.registry import store
 from runtime.services.backlog import backlog, backlog_now
 from runtime.services.outbox import publish_outbox
@@ -143,24 +144,18 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
     """Write the ``SlotLoopStatus`` row the doctor's ``slotLoopStale`` reads; ``seconds``, when
     given, is how long the completed iteration took (``/metrics``' iteration time). One
     precompiled ``UPDATE`` (every iteration makes it); the row is created the first time."""
-    values = {"last_iteration_at": instant_param(now), "pid": os.getpid(), "host": _HOST}
-    if seconds is not None:
-        values["last_iteration_seconds"] = seconds
-    quote = connection.ops.quote_name
+    vendor = connection.vendor
     # The row is a heartbeat rewritten every second: on PostgreSQL its commit does not
     # wait for the WAL to reach the disk (a crash loses at most its last second, which
     # the next iteration rewrites); that wait was most of an idle iteration. Only as a
     # statement of its own: inside a transaction the setting would cover its other writes.
-    relaxed = (
-        " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed"
-        if connection.vendor == "postgresql" and not connection.in_atomic_block else ""
-    )
-    sql = (
-        f"UPDATE {quote(SlotLoopStatus._meta.db_table)} SET {', '.join(f'{quote(c)} = %s' for c in values)}"
-        f"{relaxed} WHERE {quote('name')} = %s"
-    )
+    relaxed = vendor == "postgresql" and not connection.in_atomic_block
+    params = [clock.stored_instant(now, vendor), os.getpid(), _HOST]
+    if seconds is not None:
+        params.append(seconds)
+    params.append(LOOP_NAME)
     with prepared_cursor() as cursor:
-        cursor.execute(sql, [*values.values(), LOOP_NAME])
+        cursor.execute(_record_sql(vendor, relaxed, seconds is not None), params)
         if cursor.rowcount:
             _recorded[0] = time.monotonic()
             return
@@ -169,6 +164,20 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
         defaults["last_iteration_seconds"] = seconds
     SlotLoopStatus.objects.update_or_create(name=LOOP_NAME, defaults=defaults)
     _recorded[0] = time.monotonic()
+
+
+@functools.cache
+def _record_sql(vendor: str, relaxed: bool, timed: bool) -> str:
+    """``record_iteration``'s ``UPDATE`` on ``vendor`` (its text is the same every second):
+    ``relaxed``, the commit does not wait for the WAL (PostgreSQL, outside a transaction);
+    ``timed``, it sets ``last_iteration_seconds`` too."""
+    quote = connection.ops.quote_name
+    columns = ["last_iteration_at", "pid", "host", *(["last_iteration_seconds"] if timed else [])]
+    relax = " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed" if relaxed else ""
+    return (
+        f"UPDATE {quote(SlotLoopStatus._meta.db_table)} SET {', '.join(f'{quote(c)} = %s' for c in columns)}"
+        f"{relax} WHERE {quote('name')} = %s"
+    )
 
 
 #: ``time.monotonic()`` when this process last recorded an iteration (``record_iteration``).

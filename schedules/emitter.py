@@ -20,7 +20,8 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from runtime.prepared import instant_param, prepared_cursor
+from runtime.clock import stored_instant
+from runtime.prepared import prepared_cursor
 
 from .models import TickEmitterLease
 
@@ -78,11 +79,12 @@ class EmitterLease:
         holds it), or a take of a lease that is this process's or has expired (``acquired_at``
         = ``now``). Plain SQL, prepared on PostgreSQL: the tick thread asks every second, and
         the ORM's two querysets cost more than the database's answer."""
-        instant, until = (instant_param(value) for value in (now, now + _LEASE))
+        vendor = connection.vendor
+        instant, until = stored_instant(now, vendor), stored_instant(now + _LEASE, vendor)
         with prepared_cursor() as cursor:
             acquired = [self.holder, instant, instant] if self.held else [instant]
             cursor.execute(
-                _take_sql(self.held), [self.holder, *acquired, until, LEASE_NAME, self.holder, instant, instant],
+                _take_sql(vendor, self.held), [self.holder, *acquired, until, LEASE_NAME, self.holder, instant, instant],
             )
             return cursor.rowcount > 0
 
@@ -97,10 +99,10 @@ _LEASE = timedelta(seconds=LEASE_SECONDS)
 _sql: dict[tuple, str] = {}
 
 
-def _take_sql(held: bool) -> str:
-    """``EmitterLease._take``'s statement; ``held``: this process held the lease at its last
-    ask, so a renewal keeps ``acquired_at`` (the row's values are read before the update)."""
-    key = (connection.vendor, held)
+def _take_sql(vendor: str, held: bool) -> str:
+    """``EmitterLease._take``'s statement on ``vendor``; ``held``: this process held the lease at
+    its last ask, so a renewal keeps ``acquired_at`` (the row's values are read before the update)."""
+    key = (vendor, held)
     if key not in _sql:
         quote = connection.ops.quote_name
         holder, expires = quote("holder"), quote("expires_at")
