@@ -150,7 +150,7 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
     # the next iteration rewrites); that wait was most of an idle iteration. Only as a
     # statement of its own: inside a transaction the setting would cover its other writes.
     relaxed = vendor == "postgresql" and not connection.in_atomic_block
-    params = [clock.stored_instant(now, vendor), os.getpid(), _HOST]
+    params = [clock.sql_instant(now, vendor), os.getpid(), _HOST]
     if seconds is not None:
         params.append(seconds)
     params.append(LOOP_NAME)

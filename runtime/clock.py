@@ -42,7 +42,7 @@ def now_sql() -> str:
     return "clock_timestamp()" if connection.vendor == "postgresql" else "strftime('%Y-%m-%dT%H:%M:%f', 'now')"
 
 
-def stored_instant(value: datetime, vendor: str):
+def sql_instant(value: datetime, vendor: str):
     """An aware instant as a plain-SQL parameter, in the stored form of a ``DateTimeField``
     on ``vendor`` (``connection.vendor``): on SQLite the text Django writes (UTC, naive,
     ``str()``: ``YYYY-MM-DD HH:MM:SS[.ffffff]``), on PostgreSQL the instant itself. The same

@@ -22,7 +22,7 @@ from datetime import datetime
 
 from django.db import connection
 
-from runtime.clock import stored_instant
+from runtime.clock import sql_instant
 from runtime.models import Event
 from runtime.prepared import prepared_cursor
 from runtime.registry import Loop
@@ -112,7 +112,7 @@ def check_idle(
 def _ask(sync_name, fingerprint, due_by, future_after, keyed, *, with_backlog: bool) -> tuple[bool, Backlog | None]:
     sql, constants = _statement(keyed, with_backlog=with_backlog)
     vendor = connection.vendor
-    due, future = stored_instant(due_by, vendor), stored_instant(future_after, vendor)
+    due, future = sql_instant(due_by, vendor), sql_instant(future_after, vendor)
     params = [sync_name, due, future, future, *constants]
     if any(loop.enabled for loop in keyed):
         params.append(due)

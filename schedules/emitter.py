@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from runtime.clock import stored_instant
+from runtime.clock import sql_instant
 from runtime.prepared import prepared_cursor
 
 from .models import TickEmitterLease
@@ -80,7 +80,7 @@ class EmitterLease:
         = ``now``). Plain SQL, prepared on PostgreSQL: the tick thread asks every second, and
         the ORM's two querysets cost more than the database's answer."""
         vendor = connection.vendor
-        instant, until = stored_instant(now, vendor), stored_instant(now + _LEASE, vendor)
+        instant, until = sql_instant(now, vendor), sql_instant(now + _LEASE, vendor)
         with prepared_cursor() as cursor:
             acquired = [self.holder, instant, instant] if self.held else [instant]
             cursor.execute(

@@ -61,9 +61,9 @@ def test_recent_database_now_reads_again_after_forget_reading_or_a_monotonic_clo
     datetime(2026, 12, 7, 1, 40, 23, tzinfo=UTC),  # no fraction: str() leaves it out, as Django does
     datetime(2026, 12, 7, 3, 40, 23, 1, tzinfo=timezone(timedelta(hours=2))),
 ])
-def test_stored_instant_is_the_parameter_django_would_pass_for_a_datetime_field(value):
+def test_sql_instant_is_the_parameter_django_would_pass_for_a_datetime_field(value):
     from django.db import connection
 
     from runtime.prepared import instant_param
 
-    assert clock.stored_instant(value, connection.vendor) == instant_param(value)
+    assert clock.sql_instant(value, connection.vendor) == instant_param(value)
