@@ -41,6 +41,8 @@ class Count:
     statements: Counter = field(default_factory=Counter)
     commits: Counter = field(default_factory=Counter)
     health_checks: int = 0
+    #: ``(phase, the statement's first 160 characters)`` in order, for a reader who asks which.
+    texts: list = field(default_factory=list)
 
     def total(self, phase: str | None = None) -> int:
         """Statements of ``phase`` (every phase when None)."""
@@ -72,6 +74,7 @@ def counting():
 
     def statement(execute, sql, params, many, context):
         count.statements[(count.phase, sql.lstrip().split(None, 1)[0].upper())] += 1
+        count.texts.append((count.phase, " ".join(sql.split())[:160]))
         return execute(sql, params, many, context)
 
     commit, usable = wrapper._commit, wrapper.is_usable
@@ -144,6 +147,78 @@ def door_counts(*, requests: int = 30, group: int = 16) -> dict:
         "group": {"admissions": group, "statements": grouped.total(), "verbs": grouped.verbs(),
                   "roundTrips": grouped.round_trips()},
     }
+
+
+#: The phases of a run's statements, in the order ``run_counts`` meets them.
+RUN_PHASES = ("claim", "start", "command", "finish")
+
+
+def run_counts(queue, *, runs: int = 5) -> dict:
+    """Statements of the run worker's ``work_one`` on an empty queue (its idle second's
+    question), and of ``runs`` runs each claimed and finished by one ``work_one`` in this
+    thread, by phase (the median run): ``claim`` (the clock, ``work_waiting``, the lease
+    sweep, ``claim_next_run``), ``start`` (the clock, ``start_run``), ``command`` (what this
+    thread sends while the command runs: the lease keeper renews on its own thread, not
+    counted) and ``finish`` (the clock, ``finish_run``, in ``write_while_held``). ``queue(n)``
+    makes ``n`` queued runs and commits them."""
+    import threading
+
+    from runtime.services import execution
+
+    originals = execution.execute_run, execution.start_run, execution.write_while_held
+    current: list[Count] = []
+
+    def execute_run(*args, **kwargs):
+        current[-1].phase = "start"
+        return originals[0](*args, **kwargs)
+
+    def start_run(*args, **kwargs):
+        started = originals[1](*args, **kwargs)
+        current[-1].phase = "command"
+        return started
+
+    def write_while_held(*args, **kwargs):
+        current[-1].phase = "finish"
+        return originals[2](*args, **kwargs)
+
+    stop = threading.Event()
+    with counting() as idle:
+        assert not execution.work_one(worker="statements-bench", stop=stop)
+    queue(runs)
+    execution.execute_run, execution.start_run, execution.write_while_held = execute_run, start_run, write_while_held
+    counts = []
+    try:
+        for _ in range(runs):
+            with counting() as count:
+                count.phase = "claim"
+                current.append(count)
+                assert execution.work_one(worker="statements-bench", stop=stop)
+            counts.append(count)
+    finally:
+        execution.execute_run, execution.start_run, execution.write_while_held = originals
+    typical = sorted(counts, key=lambda c: c.round_trips())[len(counts) // 2]
+    return {
+        "vendor": typical.vendor, "runs": runs,
+        "idle": {"statements": idle.total(), "verbs": idle.verbs(), "roundTrips": idle.round_trips()},
+        **{phase: {"statements": typical.total(phase), "verbs": typical.verbs(phase),
+                   "roundTrips": typical.round_trips(phase)} for phase in RUN_PHASES},
+        "run": {"statements": typical.total(), "verbs": typical.verbs(), "roundTrips": typical.round_trips(),
+                "min": min(c.round_trips() for c in counts), "max": max(c.round_trips() for c in counts),
+                "texts": typical.texts},
+    }
+
+
+def run_rows(result: dict) -> list[list]:
+    """``run_counts``' result as rows of ``DOOR_HEADERS``. Pure."""
+    vendor = result["vendor"]
+    named = {"idle": "an idle work_one (nothing queued)", "claim": "a run's claim", "start": "… its start",
+             "command": "… while its command runs (this thread)", "finish": "… its finish"}
+    rows = [[vendor, named[key], result[key]["statements"], result[key]["verbs"], result[key]["roundTrips"]]
+            for key in ("idle", *RUN_PHASES)]
+    whole = result["run"]
+    rows.append([vendor, f"a whole run, claim to finish (median of {result['runs']})", whole["statements"],
+                 whole["verbs"], f"{whole['roundTrips']} (min {whole['min']}, max {whole['max']})"])
+    return rows
 
 
 def door_rows(result: dict) -> list[list]:
