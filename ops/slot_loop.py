@@ -186,24 +186,29 @@ _HOST = socket.gethostname()
 
 
 def emit_once(lease: EmitterLease) -> list[TickReport] | None:
-    """One tick-thread iteration: hold the lease at the database's instant and, if held, emit
-    the due ticks and record the iteration; None when another process holds the lease.
+    """One tick-thread iteration: hold the lease at the database's instant (read by the lease's
+    own statement: ``EmitterLease.hold_now``) and, if held, emit the due ticks and record the
+    iteration; None when another process holds the lease. An idle second is three statements:
+    the lease, the ticks' question (``due_check.nothing_due``) and the doctor's row.
     Between the chunks of a burst the lease is renewed and the iteration recorded, so a
     long burst keeps the lease and does not look like a stopped slot loop. Planning in
     this process pauses meanwhile (``emitting``)."""
     emitting.set()
     started = time.monotonic()
     try:
-        now = clock.database_now()
-        if not lease.hold(now):
+        # The database's instant, read by the lease's statement (one round trip for both).
+        now = lease.hold_now()
+        if now is None:
             return None
         latest = [now]
 
         def renew() -> bool:
-            latest.append(clock.database_now())
-            if not lease.hold(latest[-1]):
+            instant = lease.hold_now()
+            if instant is None:
+                latest.append(clock.database_now())
                 return False
-            record_iteration(latest[-1])
+            latest.append(instant)
+            record_iteration(instant)
             return True
 
         store.refresh()
