@@ -109,3 +109,60 @@ def test_planning_waits_while_the_tick_thread_emits(monkeypatch):
     slot_loop.emitting.clear()
     planner.join(5)
     assert (steps, done) == ([20, 20, 10], [50])
+
+
+def test_an_idle_tick_second_is_three_statements_and_tells_the_planning_thread_to_sleep(
+    registry_files, django_assert_num_queries,
+):
+    from ops import slot_loop
+
+    lease = EmitterLease("host-a:1:aa")
+    emit_once(lease)  # the first: the lease's row, the states' sync, the heartbeat's tick
+    slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
+    emit_once(lease)  # an iteration with nothing due
+    looked = slot_loop.time.monotonic()
+    with django_assert_num_queries(3) as captured:  # the lease (and clock), ticks' and backlog's question, doctor's row
+        assert emit_once(lease) == []
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["WITH", "SELECT", "UPDATE"]
+    assert slot_loop.planning_due(looked) is False
+
+
+def test_the_tick_threads_check_wakes_the_planning_thread_for_an_event_to_plan(registry_files):
+    from ops import slot_loop
+    from runtime.models import Door
+    from runtime.services.admission import admit_batch
+    from tests.events_door import envelope
+
+    lease = EmitterLease("host-a:1:aa")
+    emit_once(lease)
+    slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
+    emit_once(lease)
+    looked = slot_loop.time.monotonic()
+    assert slot_loop.planning_due(looked) is False
+    admit_batch([envelope()], door=Door.EVENTS, now=database_now(), registry=get_registry())
+    slot_loop.plan_wanted.clear()
+    assert emit_once(lease) == []
+    assert slot_loop.plan_wanted.is_set() and slot_loop.planning_due(looked) is True
+
+
+def test_the_planning_thread_asks_for_itself_when_the_tick_threads_word_is_old_or_it_holds_no_lease(
+    registry_files, monkeypatch,
+):
+    from ops import slot_loop
+
+    lease = EmitterLease("host-a:1:aa")
+    emit_once(lease)
+    slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
+    emit_once(lease)
+    looked = slot_loop.time.monotonic()
+    assert slot_loop.planning_due(looked) is False
+    later = looked + slot_loop.PLANNER_WORD_SECONDS + 0.1
+    monkeypatch.setattr(slot_loop.time, "monotonic", lambda: later)
+    assert slot_loop.planning_due(looked) is True  # the tick thread lagged or stopped checking
+    monkeypatch.undo()
+    emit_once(lease)
+    assert slot_loop.planning_due(looked) is False
+    lease.release(database_now())
+    assert EmitterLease("host-b:2:bb").hold(database_now())
+    assert emit_once(lease) is None  # another process holds the lease: no check made here
+    assert slot_loop.planning_due(slot_loop.time.monotonic()) is True
