@@ -277,6 +277,7 @@ def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: thre
                 emit_once(lease)
             except DATABASE_ERRORS as exc:
                 failures.failed(exc)
+                tell_planner(work=None)  # no word this second: the planning thread asks for itself
             else:
                 failures.succeeded()
             stop.wait(1.0 - (time.time() % 1.0))
@@ -300,6 +301,7 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
     logger.info("slot loop started", extra={"action": "slot_loop_started"})
     failed = threading.Event()
     emitter = None
+    tell_planner(work=None)  # no word yet from this loop's tick thread
     if not once:
         emitter = threading.Thread(
             target=run_tick_emitter, kwargs={"stop": stop, "lease": EmitterLease(), "failed": failed},
