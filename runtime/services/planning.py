@@ -10,6 +10,7 @@ is claimed with a compare-and-swap on ``planned_at``, and proposals and runs are
 on the idempotency keys they hold (``runtime.services.idempotency``).
 """
 
+import functools
 import logging
 import sys
 from collections import Counter
@@ -151,19 +152,37 @@ def argv_values(definition: Definition, payload: dict) -> dict[str, str]:
     """
     runtime = plan_time_values()
     values = {}
-    for arg in definition.command:
-        for name in PLACEHOLDER.findall(arg):
-            if name in RUN_TIME_PLACEHOLDERS:
-                continue
-            if name in runtime:
-                values[name] = runtime[name]
-                continue
-            field = name.removeprefix("payload.")
-            value = payload.get(field)
-            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                raise PlanRenderError(f"payload field {field!r} is missing or not a string or number")
-            values[name] = str(value)
+    for name in plan_time_names(definition.command):
+        if name in runtime:
+            values[name] = runtime[name]
+            continue
+        field = name.removeprefix("payload.")
+        value = payload.get(field)
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise PlanRenderError(f"payload field {field!r} is missing or not a string or number")
+        values[name] = str(value)
     return values
+
+
+@functools.lru_cache(maxsize=1024)
+def plan_time_names(command: tuple[str, ...]) -> tuple[str, ...]:
+    """The placeholders of ``command`` planning fills, each once, in the template's order
+    (``{runId}``/``{runDir}`` left out): read once per template, not once per event. Pure."""
+    names = (name for arg in command for name in PLACEHOLDER.findall(arg) if name not in RUN_TIME_PLACEHOLDERS)
+    return tuple(dict.fromkeys(names))
+
+
+def filled_argv(command: tuple[str, ...], values: dict[str, str]) -> list[str]:
+    """``fill_argv(command, values)``; remembered for a template that names no payload field,
+    whose argv is the same for every event of its definition (a new list each call). Pure."""
+    if any(name.startswith("payload.") for name in plan_time_names(command)):
+        return fill_argv(command, values)
+    return list(_filled_without_payload(command, tuple(values.items())))
+
+
+@functools.lru_cache(maxsize=256)
+def _filled_without_payload(command: tuple[str, ...], values: tuple) -> tuple[str, ...]:
+    return tuple(fill_argv(command, dict(values)))
 
 
 def plan_adapter(definition: Definition) -> str:
@@ -186,7 +205,7 @@ def render_plan(definition: Definition, event: Event, registry: Registry) -> dic
     return {
         "definition": definition.ref,
         "adapter": plan_adapter(definition),
-        "argv": fill_argv(definition.command, values) if values is not None else None,
+        "argv": filled_argv(definition.command, values) if values is not None else None,
         "argvTemplate": list(definition.command) if values is not None else None,
         "argvValues": values,
         "builtin": definition.builtin,
