@@ -186,6 +186,25 @@ def _stored_instant(value: datetime | None, vendor: str):
     return connection.ops.adapt_datetimefield_value(value)
 
 
+def instant_reader():
+    """A function from an instant as this connection's cursor returns it to an aware UTC
+    ``datetime`` (None stays None), the counterpart of ``stored_instant`` for rows read with
+    plain SQL: PostgreSQL's driver already gives instants; on SQLite each distinct stored
+    value is converted once (a chunk's rows share a few slots)."""
+    if connection.vendor == "postgresql":
+        return lambda value: value
+    seen: dict = {None: None}
+    convert = connection.ops.convert_datetimefield_value
+
+    def read(value):
+        found = seen.get(value, seen)
+        if found is seen:
+            found = seen[value] = convert(value, None, connection)
+        return found
+
+    return read
+
+
 @functools.cache
 def backend_vendor() -> str:
     """``connection.vendor`` of the default database, read once: its backend is fixed by the

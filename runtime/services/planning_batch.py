@@ -32,7 +32,7 @@ from django.db import IntegrityError, connection, transaction
 
 from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
 
-from .bulk_rows import insert_rows, one_of, recordset, stored_instant
+from .bulk_rows import insert_rows, recordset, stored_instant
 from .idempotency import held_keys
 from .journal import entry_row, record_values
 from .planning import (
@@ -46,6 +46,7 @@ from .planning import (
     proposal_fields,
     singletons_in_flight,
 )
+from .planning_claim import ClaimedEvent, claim_chunk
 from .previews import queue_previews
 from .runs import run_fields, run_queued_entry
 
@@ -56,12 +57,6 @@ logger = logging.getLogger(__name__)
 CHUNK_SIZE = 500
 
 
-#: The event fields planning reads (``planning.decide``, the plan, the journal). The rest are
-#: left unread: parsing two more instants and three more texts per event was a sixth of a
-#: chunk's client time (docs/performance.md).
-PLANNED_FROM = ("id", "uid", "type", "door", "loop", "loop_key", "slot", "payload", "correlation_id")
-
-
 class ChunkLost(Exception):
     """A chunk's events were not all still unplanned when claimed; it is rolled back."""
 
@@ -69,10 +64,10 @@ class ChunkLost(Exception):
 def plan_batch(*, now: datetime, registry, size: int = CHUNK_SIZE) -> int:
     """Claim and plan up to ``size`` of the oldest unplanned events at ``now``; returns how many
     were planned (0: none waiting, or every waiting one is held by another planner)."""
-    events: list[Event] = []
+    events: list[ClaimedEvent] = []
     try:
         with transaction.atomic():
-            events = _claim(size)
+            events = claim_chunk(size)
             if not events:
                 return 0
             decided = _decide_chunk(events, registry)
@@ -89,61 +84,7 @@ def plan_batch(*, now: datetime, registry, size: int = CHUNK_SIZE) -> int:
     return len(decided)
 
 
-def _claim(size: int) -> list[Event]:
-    """The chunk: up to ``size`` of the oldest unplanned events this planner may plan now,
-    in admission order, in one statement — on PostgreSQL locked ``FOR UPDATE SKIP LOCKED``
-    until the chunk commits, so no other planner takes them. Not marked here: ``_record_outcomes``
-    sets ``planned_at`` with the outcome, one update of each event row instead of two."""
-    events = list(
-        Event.objects.select_for_update(skip_locked=True).filter(planned_at__isnull=True).order_by("id")
-        .only(*PLANNED_FROM)[:size]
-    )
-    return _in_admission_order(events) if events else []
-
-
-def _in_admission_order(events: list[Event]) -> list[Event]:
-    """``events`` less those with an older unplanned event of their correlation or of their
-    loop (and key) outside the chunk — another planner has it — and less every later event
-    of such a correlation or loop: they wait for a later chunk."""
-    first_held_correlation: dict[str, int] = {}
-    first_held_loop: dict[tuple, int] = {}
-    for pk, correlation, door, loop, loop_key in _older_unplanned(events):
-        first_held_correlation[correlation] = min(pk, first_held_correlation.get(correlation, pk))
-        if door == Door.SCHEDULE and loop is not None:
-            first_held_loop[(loop, loop_key)] = min(pk, first_held_loop.get((loop, loop_key), pk))
-    if not first_held_correlation:
-        return events
-    kept = []
-    for event in events:
-        loop = (event.loop, event.loop_key) if event.is_tick else None
-        if first_held_correlation.get(event.correlation_id, event.pk) < event.pk or (
-            loop is not None and first_held_loop.get(loop, event.pk) < event.pk
-        ):
-            # Everything of this correlation and loop after it waits too.
-            first_held_correlation.setdefault(event.correlation_id, event.pk)
-            if loop is not None:
-                first_held_loop.setdefault(loop, event.pk)
-            continue
-        kept.append(event)
-    return kept
-
-
-def _older_unplanned(events: list[Event]) -> list[tuple]:
-    """``(id, correlation_id, door, loop, loop_key)`` of the unplanned events older than the
-    chunk's last that are not in it (the chunk's ids as ``bulk_rows.one_of``)."""
-    quote = connection.ops.quote_name
-    ids = [event.pk for event in events]
-    outside, params = one_of(quote("id"), ids, negate=True)
-    sql = (
-        f"SELECT {quote('id')}, {quote('correlation_id')}, {quote('door')}, {quote('loop')}, {quote('loop_key')} "
-        f"FROM {quote(Event._meta.db_table)} WHERE {quote('planned_at')} IS NULL AND {quote('id')} < %s AND {outside}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [ids[-1], *params])
-        return cursor.fetchall()
-
-
-def _decide_chunk(events: list[Event], registry) -> list[tuple[Event, Decision]]:
+def _decide_chunk(events: list[ClaimedEvent], registry) -> list[tuple[ClaimedEvent, Decision]]:
     """Each event's decision, in order, as if the ones before it had been written."""
     keys = {found for event in events if (found := loop_and_keys(event, registry)) is not None}
     held = held_keys({key for key, _ in keys})
@@ -159,7 +100,7 @@ def _decide_chunk(events: list[Event], registry) -> list[tuple[Event, Decision]]
     return decided
 
 
-def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> None:
+def _write(decided: list[tuple[ClaimedEvent, Decision]], registry, now: datetime) -> None:
     """Insert the chunk's proposals, runs and journal entries (one multi-row insert each, the
     journal in the order planning one at a time writes it) and set the events' outcomes.
     Rows are built as dicts of their fields, not model instances (``bulk_rows.insert_rows``)."""
@@ -188,7 +129,7 @@ def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> No
     _record_outcomes(decided, now)
 
 
-def _record_outcomes(decided: list[tuple[Event, Decision]], now: datetime) -> None:
+def _record_outcomes(decided: list[tuple[ClaimedEvent, Decision]], now: datetime) -> None:
     """Mark the chunk's events planned at ``now`` with their outcomes: one ``UPDATE … FROM``
     of every event (PostgreSQL: the rows of one JSON parameter, ``bulk_rows.recordset``; SQLite
     3.33+: ``VALUES``), a compare-and-swap on ``planned_at`` that raises ``ChunkLost`` —
