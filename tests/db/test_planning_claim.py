@@ -1,0 +1,41 @@
+"""``runtime.services.planning_claim``: a planner's chunk read with plain SQL holds exactly the
+fields the model holds — a tick's slot as an aware UTC instant, the payload as its document —
+oldest first, and nothing already planned (docs/design.md §7)."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from runtime.models import Event
+from runtime.registry import get_registry
+from runtime.services.planning import plan_pending
+from runtime.services.planning_claim import PLANNED_FROM, claim_chunk
+from schedules.ticks import emit_due_ticks
+from tests.conftest import at
+from tests.helpers import SHIP_PAYLOAD, inject
+
+pytestmark = pytest.mark.django_db(transaction=False)
+
+
+def test_a_chunk_holds_the_fields_the_model_holds(registry_files):
+    emit_due_ticks(now=at("2026-11-30T22:00:20Z"), registry=get_registry())
+    inject("ship-1", "factory.ship-apply.requested", SHIP_PAYLOAD, "2026-11-30T22:00:30Z")
+    stored = list(Event.objects.filter(planned_at__isnull=True).order_by("id"))
+    claimed = claim_chunk(100)
+    assert [event.pk for event in claimed] == [event.pk for event in stored]
+    for event, model in zip(claimed, stored, strict=True):
+        assert {name: getattr(event, name) for name in PLANNED_FROM} == {name: getattr(model, name) for name in PLANNED_FROM}
+        assert event.is_tick == model.is_tick
+    ticks = [event for event in claimed if event.is_tick]
+    assert [event.uid for event in ticks][:1] == ["clock:heartbeat:2026-11-30T22:00:00Z"]
+    assert ticks[0].slot == datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
+    assert ticks[0].slot.tzinfo is UTC
+    assert claimed[-1].uid == "ship-1" and claimed[-1].slot is None and claimed[-1].payload == SHIP_PAYLOAD
+
+
+def test_a_chunk_is_the_oldest_unplanned_events_up_to_its_size(registry_files):
+    for n in range(3):
+        inject(f"triage-{n}", "factory.triage.requested", {"repo": "factory"}, "2026-11-30T22:00:30Z")
+    assert [event.uid for event in claim_chunk(2)] == ["triage-0", "triage-1"]
+    plan_pending(now=at("2026-11-30T22:00:40Z"), registry=get_registry())
+    assert claim_chunk(2) == []
