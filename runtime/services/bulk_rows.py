@@ -158,10 +158,17 @@ def _preparer(field, postgres: bool):
     if isinstance(field, models.DateTimeField):
         return stored_instant
     if isinstance(field, models.JSONField):
-        return _same if postgres else (lambda value: None if value is None else json.dumps(value, cls=field.encoder))
+        return _same if postgres else (lambda value: value if value is None or type(value) is JSONText
+                                       else json.dumps(value, cls=field.encoder))
     if isinstance(field, _PLAIN_FIELDS):
         return _same
     return lambda value: field.get_db_prep_save(value, connection)
+
+
+class JSONText(str):
+    """A JSON column's value already encoded as SQLite stores it (``json.dumps`` of the
+    document, the field's encoder being the default): ``insert_rows`` stores it as it is.
+    SQLite only; on PostgreSQL a JSON column's value is the document itself."""
 
 
 def _same(value):

@@ -32,7 +32,7 @@ from django.db import IntegrityError, connection, transaction
 
 from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
 
-from .bulk_rows import insert_rows, recordset, stored_instant
+from .bulk_rows import backend_vendor, insert_rows, recordset, stored_instant
 from .idempotency import held_keys
 from .journal import entry_row, record_values
 from .planning import (
@@ -47,6 +47,7 @@ from .planning import (
     singletons_in_flight,
 )
 from .planning_claim import ClaimedEvent, claim_chunk
+from .plans import plan_json
 from .previews import queue_previews
 from .runs import run_fields, run_queued_entry
 
@@ -107,15 +108,20 @@ def _write(decided: list[tuple[ClaimedEvent, Decision]], registry, now: datetime
     proposing = [(event, decision) for event, decision in decided if decision.proposes]
     proposals = {event.pk: {**proposal_fields(event, decision, registry, now), "event_id": event.pk}
                  for event, decision in proposing}
+    runs = {event.pk: run_fields(proposals[event.pk], door=event.door, actor=DOOR_ACTOR[Door(event.door)], now=now)
+            for event, decision in proposing if decision.outcome == PlanningOutcome.APPROVED}
+    previewed = [(pk, fields["loop"], fields["loop_key"], fields["plan"]) for pk, fields in proposals.items()
+                 if pk not in runs]
+    if backend_vendor() != "postgresql":
+        for pk, fields in proposals.items():
+            fields["plan"] = plan_json(fields["plan"])
+            if pk in runs:
+                runs[pk]["plan"] = fields["plan"]
     proposal_ids = insert_rows(Proposal, list(proposals.values()), key="event_id")
-    runs = {
-        event.pk: {**run_fields(proposals[event.pk], door=event.door, actor=DOOR_ACTOR[Door(event.door)], now=now),
-                   "proposal_id": proposal_ids[event.pk]}
-        for event, decision in proposing if decision.outcome == PlanningOutcome.APPROVED
-    }
+    for pk, run in runs.items():
+        run["proposal_id"] = proposal_ids[pk]
     run_ids = insert_rows(Run, list(runs.values()), key="proposal_id")
-    queue_previews([(proposal_ids[pk], fields["loop"], fields["loop_key"], fields["plan"])
-                    for pk, fields in proposals.items() if pk not in runs], registry=registry, now=now)
+    queue_previews([(proposal_ids[pk], loop, key, plan) for pk, loop, key, plan in previewed], registry=registry, now=now)
     entries = []
     for event, decision in decided:
         if not decision.proposes:

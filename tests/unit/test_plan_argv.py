@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runtime.services.planning import PlanRenderError, argv_values, filled_argv, plan_time_names, plan_time_values
+from runtime.services.plans import PlanRenderError, argv_values, filled_argv, plan_time_names, plan_time_values
 
 DIGEST = ("{python}", "{manage}", "digest", "--key", "{payload.key}", "--out", "{runDir}/{payload.key}.txt")
 REAPER = ("{python}", "{manage}", "reap", "--root", "{factoryRoot}", "--run", "{runId}")
