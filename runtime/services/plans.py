@@ -126,39 +126,37 @@ PER_EVENT = ("input", "eventId")
 _MARK = "\x00per-event\x00"
 #: Forms kept: a registry's definitions times the distinct argvs a chunk renders.
 FORMS_KEPT = 1024
-_forms: dict[tuple, tuple[str, ...]] = {}
+_forms: dict[tuple, tuple[str, str, str]] = {}
+_encode = json.JSONEncoder().encode
+_encode_text = json.encoder.encode_basestring_ascii
 
 
 def plan_json(plan: dict) -> JSONText:
-    """``json.dumps(plan)``, as ``bulk_rows.insert_rows`` stores a JSON column on SQLite, built
-    from the form of the plan's other entries and the encoding of its ``PER_EVENT`` ones
-    (``json.dumps`` of a document is the same text whole or in parts). A plan whose entries
-    are not text, numbers, booleans, null, lists of text or a mapping of text is encoded whole."""
+    """``json.dumps(plan)`` of a plan ``render_plan`` rendered, as ``bulk_rows.insert_rows``
+    stores a JSON column on SQLite: the form of the entries its definition, registry and
+    runtime fix, kept per definition, registry digest, adapter and argv, with its
+    ``PER_EVENT`` entries encoded into it (``json.dumps`` of a document is the same text
+    whole or in parts). A plan whose argv values are not text is encoded whole."""
+    argv, values = plan["argv"], plan["argvValues"]
     try:
-        key = tuple((name, None if name in PER_EVENT else _frozen(value)) for name, value in plan.items())
+        key = (plan["definition"], plan["registryDigest"], plan["adapter"], len(plan),
+               None if argv is None else tuple(argv), None if values is None else tuple(values.items()))
         form = _forms.get(key) or _form(key, plan)
     except TypeError:
-        return JSONText(json.dumps(plan))
-    head, middle, tail = form
-    return JSONText(head + json.dumps(plan["input"]) + middle + json.dumps(plan["eventId"]) + tail)
+        return JSONText(_encode(plan))
+    event_id = plan["eventId"]
+    return JSONText(form[0] + _encode(plan["input"]) + form[1]
+                    + (_encode_text(event_id) if type(event_id) is str else _encode(event_id)) + form[2])
 
 
-def _frozen(value):
-    """``value`` as part of a form's key: a list as a tuple, a mapping as a tuple of its items
-    marked as one. ``TypeError`` for anything else unhashable."""
-    if isinstance(value, list):
-        return tuple(value)
-    if isinstance(value, dict):
-        return ("mapping", tuple(value.items()))
-    hash(value)
-    return value
-
-
-def _form(key: tuple, plan: dict) -> tuple[str, ...]:
-    """The text of ``plan`` split where its ``PER_EVENT`` entries go, remembered under ``key``."""
-    parts = tuple(json.dumps({**plan, "input": _MARK, "eventId": _MARK}).split(json.dumps(_MARK)))
-    if len(parts) != 3 or tuple(name for name in plan if name in PER_EVENT) != PER_EVENT:
+def _form(key: tuple, plan: dict) -> tuple[str, str, str]:
+    """The text of ``plan`` split where its ``PER_EVENT`` entries go, kept under ``key``.
+    ``TypeError`` when the plan does not hold them, in that order."""
+    if tuple(name for name in plan if name in PER_EVENT) != PER_EVENT:
         raise TypeError("a plan without its per-event entries in order")
+    parts = tuple(_encode({**plan, "input": _MARK, "eventId": _MARK}).split(_encode(_MARK)))
+    if len(parts) != 3:
+        raise TypeError("a plan holding the per-event mark")
     if len(_forms) >= FORMS_KEPT:
         _forms.clear()
     _forms[key] = parts

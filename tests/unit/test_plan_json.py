@@ -32,13 +32,15 @@ def test_a_plan_is_the_text_json_dumps_writes(payload, event_id):
     assert text == json.dumps(plan)
 
 
-def test_one_form_serves_every_event_of_a_definition_and_argv():
+def test_one_form_serves_every_event_of_a_definition_registry_and_argv():
     plans._forms.clear()
     for n in range(3):
         plans.plan_json({**PLAN, "eventId": f"clock:reaper:{n}"})
     assert len(plans._forms) == 1
     other = {**PLAN, "argv": ["/py", "/manage.py", "reap", "--all"], "eventId": "e"}
     assert plans.plan_json(other) == json.dumps(other) and len(plans._forms) == 2
+    fake = {**PLAN, "adapter": "fake", "eventId": "f"}
+    assert plans.plan_json(fake) == json.dumps(fake) and len(plans._forms) == 3
 
 
 def test_a_plan_without_its_per_event_entries_in_order_is_encoded_whole():
@@ -55,5 +57,5 @@ def test_the_forms_kept_are_bounded(monkeypatch):
     monkeypatch.setattr(plans, "FORMS_KEPT", 2)
     plans._forms.clear()
     for n in range(5):
-        plans.plan_json({**PLAN, "maxAttempts": n})
+        plans.plan_json({**PLAN, "definition": f"reaper@{n}"})
     assert len(plans._forms) == 1
