@@ -5,6 +5,7 @@ oldest first, and nothing already planned (docs/design.md §7)."""
 from datetime import UTC, datetime
 
 import pytest
+from django.db import connection, transaction
 
 from runtime.models import Event
 from runtime.registry import get_registry
@@ -39,3 +40,15 @@ def test_a_chunk_is_the_oldest_unplanned_events_up_to_its_size(registry_files):
     assert [event.uid for event in claim_chunk(2)] == ["triage-0", "triage-1"]
     plan_pending(now=at("2026-11-30T22:00:40Z"), registry=get_registry())
     assert claim_chunk(2) == []
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's scan choice")
+def test_a_chunk_turns_bitmap_scans_off_for_its_transaction_only(registry_files):
+    inject("triage-0", "factory.triage.requested", {"repo": "factory"}, "2026-11-30T22:00:30Z")
+    with connection.cursor() as cursor:
+        with transaction.atomic():
+            assert [event.uid for event in claim_chunk(500)] == ["triage-0"]
+            cursor.execute("SHOW enable_bitmapscan")
+            assert cursor.fetchone() == ("off",)
+        cursor.execute("SHOW enable_bitmapscan")
+        assert cursor.fetchone() == ("on",)
