@@ -43,6 +43,7 @@ def test_a_chunk_is_the_oldest_unplanned_events_up_to_its_size(registry_files):
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's scan choice")
+@pytest.mark.django_db(transaction=True)  # the setting ends with a real transaction, not a savepoint
 def test_a_chunk_turns_bitmap_scans_off_for_its_transaction_only(registry_files):
     inject("triage-0", "factory.triage.requested", {"repo": "factory"}, "2026-11-30T22:00:30Z")
     with connection.cursor() as cursor:
