@@ -137,22 +137,29 @@ def _write(decided: list[tuple[ClaimedEvent, Decision]], registry, now: datetime
 
 def _record_outcomes(decided: list[tuple[ClaimedEvent, Decision]], now: datetime) -> None:
     """Mark the chunk's events planned at ``now`` with their outcomes: one ``UPDATE … FROM``
-    of every event (PostgreSQL: the rows of one JSON parameter, ``bulk_rows.recordset``; SQLite
-    3.33+: ``VALUES``), a compare-and-swap on ``planned_at`` that raises ``ChunkLost`` —
+    of every event (PostgreSQL: the rows of one JSON parameter, ``bulk_rows.recordset``, and
+    their ids as one array; SQLite 3.33+: ``VALUES``), a compare-and-swap on ``planned_at`` that raises ``ChunkLost`` —
     rolling the chunk back — unless it marked every one (docs/design.md §7)."""
     quote = connection.ops.quote_name
     table = Event._meta.db_table
     rows = [(event.pk, decision.outcome, decision.reason) for event, decision in decided]
+    among = ""
     if connection.vendor == "postgresql":
         source, params = recordset(table, ("id", "planning_outcome", "planning_reason"), rows, "v")
         picked = [f"v.{quote(column)}" for column in ("id", "planning_outcome", "planning_reason")]
+        # The ids again, as an index condition: without it the planner, whose statistics just
+        # after a burst say few events are unplanned, reads every entry of the unplanned
+        # events' index and hash-joins the chunk's rows with them (EXPLAIN), instead of
+        # looking up the chunk's 500.
+        among = f" AND {quote(table)}.{quote('id')} = ANY(%s)"
+        params.append([pk for pk, _, _ in rows])
     else:
         source = f"(VALUES {', '.join(['(%s, %s, %s)'] * len(rows))}) AS v"
         params, picked = [value for row in rows for value in row], ["v.column1", "v.column2", "v.column3"]
     sql = (
         f"UPDATE {quote(table)} SET {quote('planned_at')} = %s, {quote('planning_outcome')} = {picked[1]}, "
         f"{quote('planning_reason')} = {picked[2]} FROM {source} "
-        f"WHERE {quote(table)}.{quote('id')} = {picked[0]} AND {quote(table)}.{quote('planned_at')} IS NULL"
+        f"WHERE {quote(table)}.{quote('id')} = {picked[0]} AND {quote(table)}.{quote('planned_at')} IS NULL{among}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [stored_instant(now), *params])

@@ -2,10 +2,12 @@
 fields the model holds — a tick's slot as an aware UTC instant, the payload as its document —
 oldest first, and nothing already planned (docs/design.md §7)."""
 
+import re
 from datetime import UTC, datetime
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from runtime.models import Event
 from runtime.registry import get_registry
@@ -53,3 +55,15 @@ def test_a_chunk_turns_bitmap_scans_off_for_its_transaction_only(registry_files)
             assert cursor.fetchone() == ("off",)
         cursor.execute("SHOW enable_bitmapscan")
         assert cursor.fetchone() == ("on",)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plan")
+def test_the_chunks_outcomes_look_up_its_events_by_id(registry_files):
+    for n in range(3):
+        inject(f"triage-{n}", "factory.triage.requested", {"repo": "factory"}, "2026-11-30T22:00:30Z")
+    with CaptureQueriesContext(connection) as queries:
+        assert plan_pending(now=at("2026-11-30T22:00:40Z"), registry=get_registry()) == 3
+    update = next(q["sql"] for q in queries if q["sql"].startswith('UPDATE "runtime_event"'))
+    ids = ",".join(str(pk) for pk in Event.objects.order_by("id").values_list("id", flat=True))
+    assert re.search(rf'"runtime_event"\."planned_at" IS NULL AND "runtime_event"\."id" = ANY\(\'\{{{ids}\}}\'::int\d\[\]\)$',
+                     update), update
