@@ -2,8 +2,9 @@
 
 ``render_plan`` renders it from the event and its definition; the planner (``planning``)
 stores it on the proposal and, when approved, on the run. ``plan_json`` is its JSON text as
-a JSON column stores it on SQLite, built from a form kept per definition and argv: a
-chunk of 500 ticks has a few distinct plans but for each event's input and eventId, and
+a JSON column stores it on SQLite, built from a form kept per definition, registry digest,
+adapter and argv: a chunk of 500 ticks has a few distinct plans but for each event's input
+and eventId, and
 encoding each plan whole, once for the proposal and once more for the run, was a tenth of
 a planning chunk's client time (docs/performance.md, "Planning").
 """
