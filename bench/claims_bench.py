@@ -31,6 +31,11 @@ then SIGKILL after 30 s) on every exit path, Ctrl-C included; every wait is boun
     .venv/bin/python bench/claims_bench.py --database-url postgres://postgres@127.0.0.1:5432/bench_claims
         [--processes 1 2 4] [--events 5000] [--runs 300] [--run-workers 1 [4]] [--adapter command|builtin]
 
+**Statements per operation** (issue 29): after each row's processes stop, one run worker in
+the bench's own process claims and finishes ``5`` queued runs one ``work_one`` each; a second
+table prints the first row's statements and round trips: an idle ``work_one``, of a claim, a start, the
+command's time and a finish (``bench/statements.py``; ``--no-statements`` skips it).
+
 The quick-run figures of docs/performance.md (``/bin/true``, one process of 1 and of 4 workers)::
 
     … --processes 1 --run-workers 1 4 --events 0 --runs 600
@@ -48,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_env  # noqa: E402
 import serve_env  # noqa: E402
+import statements  # noqa: E402
 
 #: ``bench-noop@1`` for each ``--adapter``: a command that does nothing, or the builtin health
 #: report (the heartbeat's: a few queries inside the worker, no child process).
@@ -97,6 +103,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="command",
         help="what a run executes: /bin/true through the command adapter (default), or the builtin health report",
     )
+    parser.add_argument("--no-statements", dest="statements", action="store_false",
+                        help="skip the count of statements per claim and finish (bench/statements.py)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not args.database_url.startswith(("postgres://", "postgresql://")):
@@ -177,11 +185,10 @@ def plan_phase(count: int, children) -> float:
     return time.monotonic() - began
 
 
-def claim_phase(count: int, children) -> tuple[float, float, dict[str, int]]:
-    """Seconds from the commit of ``count`` queued runs to the last one finished, the median
-    seconds a run took from its claim to its finish, and the runs' final statuses."""
+def queue_runs(count: int, *, prefix: str) -> int:
+    """Admit ``count`` ``bench.run.requested`` events and plan them into queued runs, in one
+    transaction; returns how many runs are queued at its commit."""
     from django.db import transaction
-    from django.db.models import Count
 
     from runtime import clock
     from runtime.models import Door, Run, RunStatus
@@ -192,9 +199,19 @@ def claim_phase(count: int, children) -> tuple[float, float, dict[str, int]]:
     registry = get_registry()
     with transaction.atomic():
         now = clock.database_now()
-        admit_batch(envelopes(RUN_TYPE, count, prefix="run"), door=Door.INJECT, now=now, registry=registry)
+        admit_batch(envelopes(RUN_TYPE, count, prefix=prefix), door=Door.INJECT, now=now, registry=registry)
         plan_pending(now=now, limit=count, registry=registry)
-        queued = Run.objects.filter(status=RunStatus.QUEUED).count()
+        return Run.objects.filter(status=RunStatus.QUEUED).count()
+
+
+def claim_phase(count: int, children) -> tuple[float, float, dict[str, int]]:
+    """Seconds from the commit of ``count`` queued runs to the last one finished, the median
+    seconds a run took from its claim to its finish, and the runs' final statuses."""
+    from django.db.models import Count
+
+    from runtime.models import Run, RunStatus
+
+    queued = queue_runs(count, prefix="run")
     began = time.monotonic()
     if queued != count:
         raise SystemExit(f"{queued} runs queued of {count}")
@@ -235,6 +252,7 @@ def one(args: argparse.Namespace) -> dict:
             claim_seconds, run_seconds, statuses = claim_phase(args.runs, children)
         finally:
             serve_env.stop_all(children)
+    counted = statements.run_counts(lambda n: queue_runs(n, prefix="counted")) if args.statements else None
     return {
         "processes": args.one,
         "runWorkers": workers,
@@ -246,6 +264,7 @@ def one(args: argparse.Namespace) -> dict:
         "claimSeconds": claim_seconds,
         "runSeconds": run_seconds,
         "statuses": statuses,
+        "statements": counted,
     }
 
 
@@ -321,6 +340,7 @@ def main() -> None:
                 str(workers),
                 "--adapter",
                 args.adapter,
+                *([] if args.statements else ["--no-statements"]),
             ]
             results.append(
                 bench_env.run_child(
@@ -328,6 +348,11 @@ def main() -> None:
                 )
             )
     print(bench_env.table(HEADERS, rows(results)))
+    counted = next((r["statements"] for r in results if r.get("statements")), None)
+    if counted:
+        print(f"\nStatements per operation (bench/statements.py: one run worker in the bench's process, the adapter "
+              f"{args.adapter}, once the runserve processes stopped):")
+        print(bench_env.table(statements.DOOR_HEADERS, statements.run_rows(counted)))
     print(bench_env.machine_line(", ".join(sorted({r["database"] for r in results}))))
 
 

@@ -31,7 +31,12 @@ answer of both: the server's processes (read from ``/proc``) + the load generato
 
     .venv/bin/python bench/intake_bench.py [--clients 8 32] [--requests 4000] [--duplicates 0 0.5]
         [--database-url postgres://postgres@127.0.0.1:5432/bench_intake] [--no-sqlite] [--conn-max-age 0]
-        [--http-workers 2] [--warmup 1000] [--no-floor]
+        [--http-workers 2] [--warmup 1000] [--no-floor] [--no-statements]
+
+**Statements per operation** (issue 29): before each server starts, ``bench/statements.py door``
+counts in-process, in the same environment, the statements and round trips of a signed
+``POST /events`` admitted alone (a group commit of one), of a duplicate, and of one group commit of 16
+admissions; a second table prints them (``--no-statements`` skips it).
 """
 
 import argparse
@@ -50,6 +55,7 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_env  # noqa: E402
+import statements  # noqa: E402
 
 MANAGE = str(bench_env.BASE_DIR / "manage.py")
 SECRET = "bench-events-secret"
@@ -129,6 +135,18 @@ def database_version(env: dict) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
+def door_statements(env: dict) -> dict:
+    """``bench/statements.py door`` in the server's environment, before the server starts: the
+    statements of a signed ``POST /events`` and of a group commit (``statements.door_counts``)."""
+    out = subprocess.run([sys.executable, str(Path(__file__).parent / "statements.py"), "door"], env=env,
+                         cwd=bench_env.BASE_DIR, check=True, capture_output=True, text=True, timeout=300).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+#: The statement counts' rows of every database this invocation served (``door_statements``).
+statement_rows: list[list] = []
+
+
 def load(port: int, clients: int, requests: int, duplicates: float) -> dict:
     """One run of ``intake_load.py`` against the server on ``port``: its JSON report."""
     out = subprocess.run(
@@ -205,6 +223,8 @@ def serve_and_load(database_url: str | None, args, floor: subprocess.Popen | Non
     subprocess.run([sys.executable, MANAGE, "migrate", "--no-input", "-v", "0"], env=env, check=True,
                    cwd=bench_env.BASE_DIR)
     version = database_version(env)
+    if not args.no_statements:
+        statement_rows.extend(statements.door_rows(door_statements(env)))
     port = free_port()
     log = open(root / "runserve.log", "w")  # noqa: SIM115 - held for the server's lifetime
     server = subprocess.Popen([sys.executable, MANAGE, "runserve", "--bind", f"127.0.0.1:{port}", "--run-workers", "0",
@@ -267,6 +287,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-sqlite", action="store_true", help="only the --database-url database")
     parser.add_argument("--no-floor", action="store_true",
                         help="skip the floor (bench/floor_app.py) before and after each door run")
+    parser.add_argument("--no-statements", action="store_true",
+                        help="skip the count of statements per request and per group commit (bench/statements.py)")
     parser.add_argument("--warmup", type=int, default=1000,
                         help="requests each server answers before the timed runs, not counted (default 1000; 0: none)")
     args = parser.parse_args(argv)
@@ -288,6 +310,9 @@ def main(argv: list[str] | None = None) -> None:
         if floor:
             stop(floor)
     print(bench_env.table(HEADERS, rows))
+    if statement_rows:
+        print("\nStatements per operation (bench/statements.py: counted in-process, the server not running):")
+        print(bench_env.table(statements.DOOR_HEADERS, statement_rows))
     print(bench_env.machine_line(", ".join(sorted({row[0] for row in rows}))))
     bench_env.drop_database(args.database_url)
 

@@ -9,6 +9,7 @@ tick emitter lease (``schedules.emitter``: one process of several on a database)
 the main thread publishes the outbox and plans, however long that takes.
 """
 
+import functools
 import logging
 import os
 import socket
@@ -20,7 +21,7 @@ from datetime import datetime
 from django.db import close_old_connections, connection, connections
 
 from runtime import clock
-from runtime.prepared import instant_param, prepared_cursor
+from runtime.prepared import prepared_cursor
 from runtime.registry import store
 from runtime.services.backlog import backlog, backlog_now
 from runtime.services.outbox import publish_outbox
@@ -102,7 +103,8 @@ def plan_iteration() -> IterationReport:
     is looked at unless the tick thread just did (``SHARED_CHECK_SECONDS``); the doctor's row
     is written when the iteration published or planned, or when no iteration was recorded by
     this process in the last ``RECORDED_RECENTLY_SECONDS`` (the tick thread records its own
-    while it holds the lease). An idle second of the planning thread is then one statement."""
+    while it holds the lease). Its idle iteration is one statement, made only when the tick
+    thread's word does not already answer it (``planning_due``)."""
     started = time.monotonic()
     store.refresh_if_due(SHARED_CHECK_SECONDS)
     registry = store.current()
@@ -112,6 +114,39 @@ def plan_iteration() -> IterationReport:
     if published or planned or started - _recorded[0] > RECORDED_RECENTLY_SECONDS:
         record_iteration(now, seconds=time.monotonic() - started)
     return IterationReport([], planned, published)
+
+
+#: How long the tick thread's word to the planning thread holds, in seconds: the tick thread
+#: checks every second, so a word older than this means it lagged or stopped checking (a
+#: burst, a lost lease, a failing database), and the planning thread asks for itself again.
+PLANNER_WORD_SECONDS = 1.5
+#: Set by the tick thread when its check found something for the planning thread (an event
+#: not planned, an outbox row pending, ticks just admitted): the planning thread, waiting for
+#: the next second, goes at once.
+plan_wanted = threading.Event()
+#: The tick thread's last word: (``time.monotonic()`` of its check, whether the planning thread
+#: has work), replaced whole (``tell_planner``).
+_word: list[tuple[float, bool]] = [(float("-inf"), True)]
+
+
+def tell_planner(*, work: bool | None) -> None:
+    """The tick thread's word to the planning thread after its check (the backlog's two questions
+    asked in its ticks' statement, ``due_check.check_idle``): ``work`` wakes it, False lets it
+    sleep, None (no check made: the lease held by another process, a stop) leaves it to ask
+    for itself from its next second on."""
+    _word[0] = (float("-inf"), True) if work is None else (time.monotonic(), work)
+    if work:
+        plan_wanted.set()
+
+
+def planning_due(looked: float) -> bool:
+    """Whether the planning thread iterates now, having last begun an iteration at ``looked``
+    (``time.monotonic()``): when the tick thread's word is older than ``PLANNER_WORD_SECONDS``,
+    or it said there is work after ``looked``. An idle second of the planning thread then asks
+    the database nothing (docs/performance.md, "An idle second"); what arrives meanwhile is
+    seen by the tick thread's next check, within a second, which wakes it (``plan_wanted``)."""
+    at, work = _word[0]
+    return time.monotonic() - at > PLANNER_WORD_SECONDS or (work and at > looked)
 
 
 #: Most events one iteration plans, and how many between two looks at the tick thread: a
@@ -143,24 +178,18 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
     """Write the ``SlotLoopStatus`` row the doctor's ``slotLoopStale`` reads; ``seconds``, when
     given, is how long the completed iteration took (``/metrics``' iteration time). One
     precompiled ``UPDATE`` (every iteration makes it); the row is created the first time."""
-    values = {"last_iteration_at": instant_param(now), "pid": os.getpid(), "host": _HOST}
-    if seconds is not None:
-        values["last_iteration_seconds"] = seconds
-    quote = connection.ops.quote_name
+    vendor = connection.vendor
     # The row is a heartbeat rewritten every second: on PostgreSQL its commit does not
     # wait for the WAL to reach the disk (a crash loses at most its last second, which
     # the next iteration rewrites); that wait was most of an idle iteration. Only as a
     # statement of its own: inside a transaction the setting would cover its other writes.
-    relaxed = (
-        " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed"
-        if connection.vendor == "postgresql" and not connection.in_atomic_block else ""
-    )
-    sql = (
-        f"UPDATE {quote(SlotLoopStatus._meta.db_table)} SET {', '.join(f'{quote(c)} = %s' for c in values)}"
-        f"{relaxed} WHERE {quote('name')} = %s"
-    )
+    relaxed = vendor == "postgresql" and not connection.in_atomic_block
+    params = [clock.sql_instant(now, vendor), os.getpid(), _HOST]
+    if seconds is not None:
+        params.append(seconds)
+    params.append(LOOP_NAME)
     with prepared_cursor() as cursor:
-        cursor.execute(sql, [*values.values(), LOOP_NAME])
+        cursor.execute(_record_sql(vendor, relaxed, seconds is not None), params)
         if cursor.rowcount:
             _recorded[0] = time.monotonic()
             return
@@ -171,37 +200,66 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
     _recorded[0] = time.monotonic()
 
 
+@functools.cache
+def _record_sql(vendor: str, relaxed: bool, timed: bool) -> str:
+    """``record_iteration``'s ``UPDATE`` on ``vendor`` (its text is the same every second):
+    ``relaxed``, the commit does not wait for the WAL (PostgreSQL, outside a transaction);
+    ``timed``, it sets ``last_iteration_seconds`` too."""
+    quote = connection.ops.quote_name
+    columns = ["last_iteration_at", "pid", "host", *(["last_iteration_seconds"] if timed else [])]
+    relax = " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed" if relaxed else ""
+    return (
+        f"UPDATE {quote(SlotLoopStatus._meta.db_table)} SET {', '.join(f'{quote(c)} = %s' for c in columns)}"
+        f"{relax} WHERE {quote('name')} = %s"
+    )
+
+
 #: ``time.monotonic()`` when this process last recorded an iteration (``record_iteration``).
 _recorded = [float("-inf")]
 _HOST = socket.gethostname()
 
 
 def emit_once(lease: EmitterLease) -> list[TickReport] | None:
-    """One tick-thread iteration: hold the lease at the database's instant and, if held, emit
-    the due ticks and record the iteration; None when another process holds the lease.
+    """One tick-thread iteration: hold the lease at the database's instant (read by the lease's
+    own statement: ``EmitterLease.hold_now``) and, if held, emit the due ticks, record the
+    iteration and tell the planning thread whether it has work (``tell_planner``); None when
+    another process holds the lease (the planning thread then asks for itself). An idle
+    second is three statements: the lease, the ticks' and the backlog's question
+    (``due_check.check_idle``) and the doctor's row; when a tick may be due,
+    ``emit_due_ticks`` asks the ticks' question again and takes its path.
     Between the chunks of a burst the lease is renewed and the iteration recorded, so a
     long burst keeps the lease and does not look like a stopped slot loop. Planning in
     this process pauses meanwhile (``emitting``)."""
     emitting.set()
     started = time.monotonic()
     try:
-        now = clock.database_now()
-        if not lease.hold(now):
+        # The database's instant, read by the lease's statement (one round trip for both).
+        now = lease.hold_now()
+        if now is None:
+            tell_planner(work=None)
             return None
         latest = [now]
 
         def renew() -> bool:
-            latest.append(clock.database_now())
-            if not lease.hold(latest[-1]):
+            instant = lease.hold_now()
+            if instant is None:
+                latest.append(clock.database_now())
                 return False
-            record_iteration(latest[-1])
+            latest.append(instant)
+            record_iteration(instant)
             return True
 
         store.refresh()
         registry = store.current()
         tick_forms(registry)  # built once per registry, before its first burst needs them
-        fired = emit_due_ticks(now=now, registry=registry, renew=renew)
+        # The question emit_due_ticks asks first, with the backlog's for the planning thread.
+        idle, waiting = check_idle(
+            sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
+            future_after=future_limit(now), keyed=tuple(keyed_loops(registry)),
+        )
+        fired = [] if idle else emit_due_ticks(now=now, registry=registry, renew=renew)
         record_iteration(latest[-1], seconds=time.monotonic() - started)
+        tell_planner(work=not idle or waiting.outbox or waiting.events)
         return fired
     finally:
         emitting.clear()
@@ -222,6 +280,7 @@ def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: thre
             else:
                 failures.succeeded()
             stop.wait(1.0 - (time.time() % 1.0))
+        tell_planner(work=None)  # stopping: the planning thread no longer waits on this one
         close_old_connections()
         lease.release(clock.database_now())
     except Exception:
@@ -233,9 +292,11 @@ def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: thre
 
 
 def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
-    """Run the tick thread and iterate outbox and planning about once a second until ``stop``
-    is set; ``once`` runs a single whole iteration (ticks included) in this thread. Returns
-    False when the tick thread failed."""
+    """Run the tick thread and iterate outbox and planning until ``stop`` is set: at once when
+    the tick thread's check finds work for them, else about once a second unless the tick
+    thread, holding the lease, found nothing less than ``PLANNER_WORD_SECONDS`` ago
+    (``planning_due``); ``once`` runs a single whole iteration (ticks included) in this
+    thread. Returns False when the tick thread failed."""
     logger.info("slot loop started", extra={"action": "slot_loop_started"})
     failed = threading.Event()
     emitter = None
@@ -246,22 +307,27 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
         )
         emitter.start()
     failures = FailureStreak(logger, what="slot loop iteration", action="slot_loop_error")
+    looked = float("-inf")
     while not stop.is_set():
-        close_old_connections()
-        try:
-            if once:
-                iterate(now=clock.database_now())
+        if once or planning_due(looked):
+            looked = time.monotonic()
+            close_old_connections()
+            try:
+                if once:
+                    iterate(now=clock.database_now())
+                else:
+                    plan_iteration()
+            except DATABASE_ERRORS as exc:
+                failures.failed(exc)
             else:
-                plan_iteration()
-        except DATABASE_ERRORS as exc:
-            failures.failed(exc)
-        else:
-            failures.succeeded()
+                failures.succeeded()
         if once:
             break
-        # The host clock only paces the loop (about one iteration a second); every instant
-        # the iteration uses comes from the database's clock.
-        stop.wait(1.0 - (time.time() % 1.0))
+        # The host clock only paces the loop (about one iteration a second, or at once when the
+        # tick thread has work for it); every instant the iteration uses is the database's. A
+        # word given during the iteration is not lost: ``planning_due`` sees it at the next second.
+        plan_wanted.clear()
+        plan_wanted.wait(1.0 - (time.time() % 1.0))
     if emitter is not None:
         emitter.join()
     logger.info("slot loop stopped", extra={"action": "slot_loop_stopped"})

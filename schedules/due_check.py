@@ -22,8 +22,9 @@ from datetime import datetime
 
 from django.db import connection
 
+from runtime.clock import sql_instant
 from runtime.models import Event
-from runtime.prepared import instant_param, prepared_cursor
+from runtime.prepared import prepared_cursor
 from runtime.registry import Loop
 from runtime.services.backlog import Backlog, backlog_columns
 
@@ -110,7 +111,8 @@ def check_idle(
 
 def _ask(sync_name, fingerprint, due_by, future_after, keyed, *, with_backlog: bool) -> tuple[bool, Backlog | None]:
     sql, constants = _statement(keyed, with_backlog=with_backlog)
-    due, future = (instant_param(value) for value in (due_by, future_after))
+    vendor = connection.vendor
+    due, future = sql_instant(due_by, vendor), sql_instant(future_after, vendor)
     params = [sync_name, due, future, future, *constants]
     if any(loop.enabled for loop in keyed):
         params.append(due)

@@ -20,7 +20,9 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from runtime.prepared import instant_param, prepared_cursor
+from runtime import clock
+from runtime.clock import sql_instant
+from runtime.prepared import prepared_cursor
 
 from .models import TickEmitterLease
 
@@ -63,6 +65,30 @@ class EmitterLease:
                 )
                 held = self._take(now)
         self._row_seen = self._row_seen or held
+        self._settle(held)
+        return held
+
+    def hold_now(self) -> datetime | None:
+        """``hold`` at the database's instant, read by the statement that renews or takes the
+        lease: that instant when this process holds the lease until it plus ``LEASE_SECONDS``,
+        None when another process holds it. One statement for the holder and for a process
+        refused (the tick thread's clock reading and its lease were two a second); the first
+        ask of a process that has not seen the row yet goes through ``hold``."""
+        vendor = connection.vendor
+        with prepared_cursor() as cursor:
+            holder = [self.holder] if self.held else []
+            cursor.execute(_take_now_sql(vendor, self.held), [self.holder, *holder, LEASE_NAME, self.holder])
+            row = cursor.fetchone()
+        if row is None and not self._row_seen:
+            now = clock.database_now()
+            return now if self.hold(now) else None
+        self._row_seen = True
+        self._settle(row is not None)
+        # The statement returns the new expiry: the instant it read plus exactly the lease.
+        return None if row is None else clock.instant_of(row[0]) - _LEASE
+
+    def _settle(self, held: bool) -> None:
+        """Log a change of holder, and remember ``held``."""
         if held != self.held:
             if held:
                 logger.info("this process emits ticks now (lease %s)", self.holder,
@@ -71,18 +97,18 @@ class EmitterLease:
                 logger.warning("this process lost the tick emitter lease (%s)", self.holder,
                                extra={"action": "tick_emitter_lost", "holder": self.holder})
         self.held = held
-        return held
 
     def _take(self, now: datetime) -> bool:
         """One compare-and-swap update: the holder's renewal (``acquired_at`` kept while it
         holds it), or a take of a lease that is this process's or has expired (``acquired_at``
         = ``now``). Plain SQL, prepared on PostgreSQL: the tick thread asks every second, and
         the ORM's two querysets cost more than the database's answer."""
-        instant, until = (instant_param(value) for value in (now, now + _LEASE))
+        vendor = connection.vendor
+        instant, until = sql_instant(now, vendor), sql_instant(now + _LEASE, vendor)
         with prepared_cursor() as cursor:
             acquired = [self.holder, instant, instant] if self.held else [instant]
             cursor.execute(
-                _take_sql(self.held), [self.holder, *acquired, until, LEASE_NAME, self.holder, instant, instant],
+                _take_sql(vendor, self.held), [self.holder, *acquired, until, LEASE_NAME, self.holder, instant, instant],
             )
             return cursor.rowcount > 0
 
@@ -97,10 +123,10 @@ _LEASE = timedelta(seconds=LEASE_SECONDS)
 _sql: dict[tuple, str] = {}
 
 
-def _take_sql(held: bool) -> str:
-    """``EmitterLease._take``'s statement; ``held``: this process held the lease at its last
-    ask, so a renewal keeps ``acquired_at`` (the row's values are read before the update)."""
-    key = (connection.vendor, held)
+def _take_sql(vendor: str, held: bool) -> str:
+    """``EmitterLease._take``'s statement on ``vendor``; ``held``: this process held the lease at
+    its last ask, so a renewal keeps ``acquired_at`` (the row's values are read before the update)."""
+    key = (vendor, held)
     if key not in _sql:
         quote = connection.ops.quote_name
         holder, expires = quote("holder"), quote("expires_at")
@@ -111,5 +137,35 @@ def _take_sql(held: bool) -> str:
         _sql[key] = (
             f"UPDATE {quote(TickEmitterLease._meta.db_table)} SET {holder} = %s, {quote('acquired_at')} = {acquired},"
             f" {expires} = %s WHERE {quote('name')} = %s AND (({holder} = %s AND {expires} > %s) OR {expires} <= %s)"
+        )
+    return _sql[key]
+
+
+def _take_now_sql(vendor: str, held: bool) -> str:
+    """``EmitterLease.hold_now``'s statement: ``_take_sql``'s compare-and-swap at the database's
+    instant (``runtime.clock``'s: PostgreSQL's ``clock_timestamp()``; SQLite's ``'now'``, in the
+    text form a ``DateTimeField`` stores), returning the new ``expires_at``. The instant is a
+    common table expression's column, read once: each call of ``clock_timestamp()`` reads the
+    clock again. SQLite's ``RETURNING`` may not name it, hence the expiry."""
+    key = (vendor, held, "now")
+    if key not in _sql:
+        quote = connection.ops.quote_name
+        holder, expires = quote("holder"), quote("expires_at")
+        if vendor == "postgresql":
+            instant, until = "clock_timestamp()", f"clock.now + interval '{LEASE_SECONDS} seconds'"
+        else:
+            # Microseconds written as Django writes them: the stored texts compare as instants
+            # (``%%``: the statement has parameters).
+            instant = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now') || '000'"
+            until = f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', clock.now, '+{LEASE_SECONDS} seconds') || '000'"
+        acquired = (
+            f"CASE WHEN {holder} = %s AND {expires} > clock.now THEN {quote('acquired_at')} ELSE clock.now END"
+            if held else "clock.now"
+        )
+        _sql[key] = (
+            f"WITH clock (now) AS (SELECT {instant}) UPDATE {quote(TickEmitterLease._meta.db_table)}"
+            f" SET {holder} = %s, {quote('acquired_at')} = {acquired}, {expires} = {until} FROM clock"
+            f" WHERE {quote('name')} = %s AND (({holder} = %s AND {expires} > clock.now) OR {expires} <= clock.now)"
+            f" RETURNING {expires}"
         )
     return _sql[key]

@@ -1,7 +1,7 @@
 """The database's clock is the one clock (docs/operations.md)."""
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -54,3 +54,16 @@ def test_recent_database_now_reads_again_after_forget_reading_or_a_monotonic_clo
     monotonic[0] -= 5
     with django_assert_num_queries(1):
         clock.recent_database_now()
+
+
+@pytest.mark.parametrize("value", [
+    datetime(2026, 12, 7, 1, 40, 23, 883000, tzinfo=UTC),
+    datetime(2026, 12, 7, 1, 40, 23, tzinfo=UTC),  # no fraction: str() leaves it out, as Django does
+    datetime(2026, 12, 7, 3, 40, 23, 1, tzinfo=timezone(timedelta(hours=2))),
+])
+def test_sql_instant_is_the_parameter_django_would_pass_for_a_datetime_field(value):
+    from django.db import connection
+
+    from runtime.prepared import instant_param
+
+    assert clock.sql_instant(value, connection.vendor) == instant_param(value)

@@ -5,8 +5,11 @@ from datetime import timedelta
 
 import pytest
 
+from lib.instants import format_instant
 from ops.slot_loop import emit_once
+from runtime.clock import database_now
 from runtime.models import Event
+from runtime.registry import get_registry
 from schedules.emitter import LEASE_SECONDS, EmitterLease
 from schedules.models import TickEmitterLease
 from tests.conftest import at
@@ -41,17 +44,51 @@ def test_a_clean_release_lets_the_other_process_take_over_at_once():
     assert TickEmitterLease.objects.get().holder == "host-b:2:bb"
 
 
-def test_only_the_holder_emits(registry_files, monkeypatch):
-    monkeypatch.setattr("ops.slot_loop.clock.database_now", lambda: at("2026-11-30T21:05:00.300Z"))
+def test_only_the_holder_emits(registry_files):
+    # emit_once reads the database's clock in the lease's statement: the instants are real.
     other = EmitterLease("host-b:2:bb")
-    assert other.hold(at("2026-11-30T21:05:00.100Z"))
+    assert other.hold(database_now())
     mine = EmitterLease("host-a:1:aa")
     assert emit_once(mine) is None
     assert Event.objects.count() == 0
-    other.release(at("2026-11-30T21:05:00.200Z"))
+    other.release(database_now())
+    before = database_now()
     fired = emit_once(mine)
-    assert [t.event_id for t in fired] == ["clock:heartbeat:2026-11-30T21:05:00Z"]
+    cadence = timedelta(seconds=get_registry().loops["heartbeat"].cadence_seconds)
+    assert [(t.loop, t.event_id) for t in fired] == [("heartbeat", f"clock:heartbeat:{format_instant(fired[0].slot)}")]
+    assert before - cadence < fired[0].slot <= database_now()  # the slot of the database's instant
     assert mine.held is True
+
+
+def test_hold_now_reads_the_database_clock_in_the_leases_one_statement(django_assert_num_queries):
+    first, second = EmitterLease("host-a:1:aa"), EmitterLease("host-b:2:bb")
+    before = database_now()
+    held = first.hold_now()  # the first ask: the row is made
+    assert held is not None and before <= held <= database_now()
+    lease = TickEmitterLease.objects.get()
+    assert (lease.holder, lease.acquired_at, lease.expires_at) == ("host-a:1:aa", held, held + timedelta(seconds=LEASE_SECONDS))
+    with django_assert_num_queries(1):
+        renewed = first.hold_now()
+    assert renewed >= held
+    lease = TickEmitterLease.objects.get()
+    assert (lease.acquired_at, lease.expires_at) == (held, renewed + timedelta(seconds=LEASE_SECONDS))  # still held since
+    assert second.hold_now() is None  # the row exists: one statement from the first ask on
+    with django_assert_num_queries(1):
+        assert second.hold_now() is None
+    assert first.held and not second.held
+
+
+def test_hold_now_takes_an_expired_lease_and_agrees_with_hold_on_the_stored_instants():
+    first, second = EmitterLease("host-a:1:aa"), EmitterLease("host-b:2:bb")
+    now = database_now()
+    assert first.hold(now - timedelta(seconds=LEASE_SECONDS + 1))  # stored by hold: expired now
+    assert second.hold(now - timedelta(seconds=0.5)) is True       # hold's text compares with it
+    assert first.hold_now() is None                               # held by second until now + 2.5 s
+    second.release(database_now())
+    taken = first.hold_now()
+    assert taken is not None and first.held
+    assert second.hold(taken + timedelta(seconds=LEASE_SECONDS - 0.001)) is False
+    assert second.hold(taken + timedelta(seconds=LEASE_SECONDS)) is True
 
 
 def test_planning_waits_while_the_tick_thread_emits(monkeypatch):
@@ -72,3 +109,60 @@ def test_planning_waits_while_the_tick_thread_emits(monkeypatch):
     slot_loop.emitting.clear()
     planner.join(5)
     assert (steps, done) == ([20, 20, 10], [50])
+
+
+def test_an_idle_tick_second_is_three_statements_and_tells_the_planning_thread_to_sleep(
+    registry_files, django_assert_num_queries,
+):
+    from ops import slot_loop
+
+    lease = EmitterLease("host-a:1:aa")
+    emit_once(lease)  # the first: the lease's row, the states' sync, the heartbeat's tick
+    slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
+    emit_once(lease)  # an iteration with nothing due
+    looked = slot_loop.time.monotonic()
+    with django_assert_num_queries(3) as captured:  # the lease (and clock), ticks' and backlog's question, doctor's row
+        assert emit_once(lease) == []
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["WITH", "SELECT", "UPDATE"]
+    assert slot_loop.planning_due(looked) is False
+
+
+def test_the_tick_threads_check_wakes_the_planning_thread_for_an_event_to_plan(registry_files):
+    from ops import slot_loop
+    from runtime.models import Door
+    from runtime.services.admission import admit_batch
+    from tests.events_door import envelope
+
+    lease = EmitterLease("host-a:1:aa")
+    emit_once(lease)
+    slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
+    emit_once(lease)
+    looked = slot_loop.time.monotonic()
+    assert slot_loop.planning_due(looked) is False
+    admit_batch([envelope()], door=Door.EVENTS, now=database_now(), registry=get_registry())
+    slot_loop.plan_wanted.clear()
+    assert emit_once(lease) == []
+    assert slot_loop.plan_wanted.is_set() and slot_loop.planning_due(looked) is True
+
+
+def test_the_planning_thread_asks_for_itself_when_the_tick_threads_word_is_old_or_it_holds_no_lease(
+    registry_files, monkeypatch,
+):
+    from ops import slot_loop
+
+    lease = EmitterLease("host-a:1:aa")
+    emit_once(lease)
+    slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
+    emit_once(lease)
+    looked = slot_loop.time.monotonic()
+    assert slot_loop.planning_due(looked) is False
+    later = looked + slot_loop.PLANNER_WORD_SECONDS + 0.1
+    monkeypatch.setattr(slot_loop.time, "monotonic", lambda: later)
+    assert slot_loop.planning_due(looked) is True  # the tick thread lagged or stopped checking
+    monkeypatch.undo()
+    emit_once(lease)
+    assert slot_loop.planning_due(looked) is False
+    lease.release(database_now())
+    assert EmitterLease("host-b:2:bb").hold(database_now())
+    assert emit_once(lease) is None  # another process holds the lease: no check made here
+    assert slot_loop.planning_due(slot_loop.time.monotonic()) is True

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import time_machine
+from django.db import connection
 from django.test import Client
 
 from intake.bodies import EVENTS_MAX_BODY_BYTES
@@ -232,3 +233,25 @@ def test_other_methods_are_refused_in_the_doors_shape(client, method):
         response = getattr(client, method)(route)
         assert (response.status_code, response.json()["error"]) == (405, "method_not_allowed")
         assert "not allowed" in response.json()["detail"]
+
+
+# --- round trips (docs/performance.md, "Statements per operation") ---------------------------
+
+
+def test_an_admission_is_one_statement_on_postgresql_and_its_two_inserts_on_sqlite(django_assert_num_queries):
+    # PostgreSQL: the events' insert with their journal entries, committing itself. SQLite: the
+    # group's transaction (here a savepoint of the test's), the events' and the journal's inserts.
+    with django_assert_num_queries(1 if connection.vendor == "postgresql" else 4) as captured:
+        assert post(body_of(envelope())).status_code == 202
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == (
+        ["WITH"] if connection.vendor == "postgresql" else ["SAVEPOINT", "INSERT", "INSERT", "RELEASE"]
+    )
+
+
+def test_a_duplicate_adds_only_the_read_of_the_stored_event_it_is_compared_with(django_assert_num_queries):
+    assert post(body_of(envelope())).status_code == 202
+    with django_assert_num_queries(2 if connection.vendor == "postgresql" else 4) as captured:
+        assert post(body_of(envelope())).status_code == 200
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == (
+        ["WITH", "SELECT"] if connection.vendor == "postgresql" else ["SAVEPOINT", "INSERT", "SELECT", "RELEASE"]
+    )
