@@ -131,10 +131,14 @@ def test_stop_and_kill_ask_the_spawner_for_the_keeper(status):
 def test_kill_also_kills_the_commands_process_group(status):
     command, write = status
     process = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    os.write(write, f"pid {process.pid}\n".encode())
-    command.read()
-    command.kill()
-    assert process.wait(5) == -9
+    try:
+        os.write(write, f"pid {process.pid}\n".encode())
+        command.read()
+        command.kill()
+        assert process.wait(5) == -9
+    finally:
+        process.kill()
+        process.wait()
     assert command.spawner.calls == [(7, True)]
 
 
