@@ -318,3 +318,20 @@ def test_children_are_found_and_zombies_left_out_when_live():
         child.kill()
         child.wait()
         gone.wait()
+
+
+@pytest.mark.parametrize("error", [ProcessLookupError, PermissionError])
+def test_kill_of_a_group_gone_or_not_ours_is_quiet(status, monkeypatch, error):
+    command, write = status
+    killed = []
+
+    def killpg(pid, sig):
+        killed.append((pid, sig))
+        raise error
+
+    monkeypatch.setattr(os, "killpg", killpg)
+    os.write(write, b"pid 4242\n")
+    command.read()
+    command.kill()
+    assert killed == [(4242, 9)]
+    assert command.spawner.calls == [(7, True)]
