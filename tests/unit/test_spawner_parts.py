@@ -335,3 +335,11 @@ def test_kill_of_a_group_gone_or_not_ours_is_quiet(status, monkeypatch, error):
     command.kill()
     assert killed == [(4242, 9)]
     assert command.spawner.calls == [(7, True)]
+
+
+def test_pump_reads_nothing_once_no_time_remains(status, monkeypatch):
+    command, write = status
+    os.write(write, b"pid 1\n")
+    monkeypatch.setattr(time, "monotonic", lambda: 100.0)  # the deadline is now, to the nanosecond
+    pump(command, [], 0)
+    assert command.lines == []
