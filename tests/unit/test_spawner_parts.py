@@ -240,17 +240,43 @@ def test_a_long_request_is_read_in_pieces():
     assert request_over_a_socket(message, []) == (message, [])
 
 
+def sent_in_pieces(ours: socket.socket, pieces: list[bytes]) -> threading.Thread:
+    """Send ``pieces`` a tenth of a second apart, then close the sending side."""
+    def send():
+        for piece in pieces:
+            ours.sendall(piece)
+            time.sleep(0.1)
+        ours.shutdown(socket.SHUT_WR)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    return sender
+
+
+def framed(message: dict) -> bytes:
+    body = json.dumps(message).encode()
+    return command_spawner.HEADER.pack(len(body)) + body
+
+
 def test_a_request_whose_header_comes_in_pieces_is_read_whole():
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    body = json.dumps({"kill": 2}).encode()
-    data = command_spawner.HEADER.pack(len(body)) + body
+    data = framed({"kill": 2})
     with ours, theirs:
-        ours.sendall(data[:1])
-        ours.sendall(data[1:3])
-        ours.sendall(data[3:])
-        ours.shutdown(socket.SHUT_WR)
+        sender = sent_in_pieces(ours, [data[:1], data[1:3], data[3:]])
         assert command_spawner._receive(theirs) == ({"kill": 2}, [])
         assert command_spawner._receive(theirs) is None
+        sender.join(10)
+
+
+def test_a_request_whose_body_comes_in_pieces_is_read_whole_and_the_next_after_it():
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    first, second = framed({"stop": 1, "why": "x" * 40}), framed({"kill": 2})
+    with ours, theirs:
+        sender = sent_in_pieces(ours, [first[:20], first[20:] + second])
+        assert command_spawner._receive(theirs) == ({"stop": 1, "why": "x" * 40}, [])
+        assert command_spawner._receive(theirs) == ({"kill": 2}, [])
+        assert command_spawner._receive(theirs) is None
+        sender.join(10)
 
 
 @pytest.mark.parametrize("sent", [b"", b"\x00\x00", b"\x00\x00\x00\x09{\"a\""], ids=["nothing", "half a header", "half a body"])
@@ -318,6 +344,18 @@ def test_children_are_found_and_zombies_left_out_when_live():
         child.kill()
         child.wait()
         gone.wait()
+
+
+@linux_only
+def test_a_child_whose_name_holds_a_parenthesis_is_found(tmp_path):
+    odd = tmp_path / "x) Z 1"
+    odd.symlink_to(subprocess.check_output(["which", "sleep"], text=True).strip())
+    child = subprocess.Popen([str(odd), "30"])
+    try:
+        assert child.pid in command_spawner.children_of(os.getpid(), live=True)
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.parametrize("error", [ProcessLookupError, PermissionError])
