@@ -2,11 +2,12 @@
 
 import pytest
 from django.db import DataError, IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from lib.slots import DueSlot
-from runtime.models import Actor, Door, Event, Proposal, Run
+from runtime.models import Actor, Door, Event, JournalEntry, Proposal, Run
 from runtime.registry import get_registry
-from runtime.services import bulk_rows
+from runtime.services import bulk_rows, journal
 from runtime.services.admission import admit_event
 from runtime.services.bulk_rows import backend_vendor, insert_rows, json_rows, one_of, stored_instant
 from runtime.services.planning import decide, new_proposal, proposal_fields
@@ -195,3 +196,18 @@ def test_column_types_are_the_catalogs_without_lengths():
     assert {column: types[column] for column in ("action", "data", "event_id", "at")} == {
         "action": "character varying", "data": "jsonb", "event_id": "bigint", "at": "timestamp with time zone",
     }
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's bound-variable limit")
+@pytest.mark.parametrize("fit, statements", [(0, 7), (1, 7), (3, 3)])
+def test_on_sqlite_a_statement_carries_as_many_rows_as_the_bound_variable_limit_allows(monkeypatch, fit, statements):
+    """A limit that fits ``fit`` rows and not quite one more: 7 rows in ``statements`` inserts
+    (at least one row a statement)."""
+    width = len(journal.COLUMNS)  # one bound variable a column
+    monkeypatch.setattr(bulk_rows, "_sqlite_variable_limit", lambda: (fit + 1) * width - 1)
+    rows = [{"at": at(NOW), "action": f"a{n}", "actor": "system"} for n in range(7)]
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        ids = insert_rows(JournalEntry, rows, key="action")
+    assert len([query for query in queries if query["sql"].startswith("INSERT")]) == statements
+    assert sorted(ids) == [f"a{n}" for n in range(7)]
+    assert sorted(JournalEntry.objects.filter(pk__in=ids.values()).values_list("action", flat=True)) == sorted(ids)
