@@ -45,11 +45,15 @@ def test_a_claim_is_the_pick_one_update_returning_the_run_the_lanes_turn_and_its
         f.attname: getattr(stored, f.attname) for f in Run._meta.concrete_fields}
 
 
-def test_a_claim_on_sqlite_takes_a_run_only_while_it_is_still_queued():
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite claims with a compare-and-swap")
+@pytest.mark.parametrize("status", [RunStatus.CLAIMED, RunStatus.SUCCEEDED])
+def test_a_claim_on_sqlite_takes_a_run_only_while_it_is_still_queued(monkeypatch, status):
     queued = queued_heartbeat()
-    Run.objects.filter(pk=queued.pk).update(status=RunStatus.SUCCEEDED)
+    Run.objects.filter(pk=queued.pk).update(status=status, attempt=1, worker="w0")
+    picks = iter([(queued.pk, queued.lane), None])  # as a pick made just before the change
+    monkeypatch.setattr("runtime.services.runs.next_claimable", lambda *, lock: next(picks))
     assert claim_next_run(worker="w1", now=NOW, lease_seconds=60) is None
-    assert Run.objects.get(pk=queued.pk).attempt == 0
+    assert Run.objects.filter(pk=queued.pk).values_list("status", "attempt", "worker").get() == (status, 1, "w0")
 
 
 def test_the_sweep_runs_only_when_a_lease_has_expired(monkeypatch):
