@@ -45,10 +45,11 @@ def now_sql() -> str:
 def sql_instant(value: datetime, vendor: str):
     """An aware instant as a plain-SQL parameter, in the stored form of a ``DateTimeField``
     on ``vendor`` (``connection.vendor``): on SQLite the text Django writes (UTC, naive,
-    ``str()``: ``YYYY-MM-DD HH:MM:SS[.ffffff]``), on PostgreSQL the instant itself. The same
-    value as ``runtime.prepared.instant_param``, without the field's conversions: the slot
-    loop's tick thread passes five instants a second, and those conversions were a fifth
-    of its idle second's Python (docs/performance.md, "An idle second")."""
+    ``str()``: ``YYYY-MM-DD HH:MM:SS[.ffffff]``), on PostgreSQL the instant itself, without
+    the field's conversions (``runtime.prepared.instant_param`` is this for the connection's
+    vendor): the slot loop's tick thread passes five instants a second, and those
+    conversions were a fifth of its idle second's Python (docs/performance.md, "An idle
+    second")."""
     if vendor == "sqlite":
         return str(value.astimezone(UTC).replace(tzinfo=None))
     return value

@@ -1,6 +1,6 @@
 """A plan in words, for the person about to approve it (docs/design.md §7, §10).
 
-A proposal's plan (``runtime.services.planning.render_plan``) is JSON; an operator
+A proposal's plan (``runtime.services.plans.render_plan``) is JSON; an operator
 approving it reads, for every adapter, what will run: the command line of a command, the
 report of a builtin, or for an agent its definition and the work it is handed — repo, pull
 request, head SHA, ticket — then the whole input, whether it mutates, and its limits.

@@ -19,7 +19,8 @@ import sys
 
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
-from django.db.models import DateTimeField
+
+from .clock import sql_instant
 
 
 def prepared_cursor() -> CursorWrapper:
@@ -54,10 +55,7 @@ def _preparing_cursor_class():
     return PreparingCursor
 
 
-_INSTANT = DateTimeField()
-
-
 def instant_param(value):
-    """An aware instant as a parameter of this connection's plain-SQL statements (the stored
-    form Django gives a ``DateTimeField``: text on SQLite, a timestamp on PostgreSQL)."""
-    return _INSTANT.get_db_prep_value(value, connection)
+    """An aware instant (or None) as a parameter of this connection's plain-SQL statements:
+    the stored form Django gives a ``DateTimeField`` (``runtime.clock.sql_instant``)."""
+    return None if value is None else sql_instant(value, connection.vendor)

@@ -45,7 +45,7 @@ from lib.slots import slot_floor
 from runtime.adapters.command import command_environment
 from runtime.registry import Job
 from runtime.registry.model import PLACEHOLDER
-from runtime.services.planning import plan_time_values
+from runtime.services.plans import plan_time_values
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from lib.calendar import loop_rule
 from lib.json_text import canonical_json
 from runtime.prepared import instant_param
 from runtime.registry import Loop, Registry
-from runtime.services.bulk_rows import recordset, stored_instant
+from runtime.services.bulk_rows import instant_reader, recordset, stored_instant
 
 from .models import LoopChange, LoopChangeKind, ScheduleState, ScheduleSync
 from .pausing import drop_removed, paused_loops
@@ -142,30 +142,13 @@ def due_states(*, due_by: datetime, future_after: datetime) -> dict[str, DueStat
         f"SELECT {columns} FROM {quote(ScheduleState._meta.db_table)}"
         f" WHERE {quote('next_due')} <= %s OR {quote('last_slot')} > %s"
     )
-    read = _instant_reader()
+    read = instant_reader()
     with connection.cursor() as cursor:
         cursor.execute(sql, [instant_param(due_by), instant_param(future_after)])
         return {
             loop: DueState(pk, loop, bool(enabled), read(last_slot), read(next_due))
             for pk, loop, enabled, last_slot, next_due in cursor.fetchall()
         }
-
-
-def _instant_reader():
-    """A function from a stored instant to an aware UTC ``datetime`` (None stays None),
-    converting each distinct stored value once; PostgreSQL's driver already gives instants."""
-    if connection.vendor == "postgresql":
-        return lambda value: value
-    seen: dict = {None: None}
-    convert = connection.ops.convert_datetimefield_value
-
-    def read(value):
-        found = seen.get(value, seen)
-        if found is seen:
-            found = seen[value] = convert(value, None, connection)
-        return found
-
-    return read
 
 
 def set_next_due(states: list[ScheduleState] | list[DueState]) -> None:

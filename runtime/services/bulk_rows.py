@@ -158,10 +158,17 @@ def _preparer(field, postgres: bool):
     if isinstance(field, models.DateTimeField):
         return stored_instant
     if isinstance(field, models.JSONField):
-        return _same if postgres else (lambda value: None if value is None else json.dumps(value, cls=field.encoder))
+        return _same if postgres else (lambda value: value if value is None or type(value) is JSONText
+                                       else json.dumps(value, cls=field.encoder))
     if isinstance(field, _PLAIN_FIELDS):
         return _same
     return lambda value: field.get_db_prep_save(value, connection)
+
+
+class JSONText(str):
+    """A JSON column's value already encoded as SQLite stores it (``json.dumps`` of the
+    document, the field's encoder being the default): ``insert_rows`` stores it as it is.
+    SQLite only; on PostgreSQL a JSON column's value is the document itself."""
 
 
 def _same(value):
@@ -184,6 +191,25 @@ def _stored_instant(value: datetime | None, vendor: str):
     if vendor == "postgresql":
         return value.isoformat()
     return connection.ops.adapt_datetimefield_value(value)
+
+
+def instant_reader():
+    """A function from an instant as this connection's cursor returns it to an aware UTC
+    ``datetime`` (None stays None), the counterpart of ``stored_instant`` for rows read with
+    plain SQL: PostgreSQL's driver already gives instants; on SQLite each distinct stored
+    value is converted once (a chunk's rows share a few slots)."""
+    if connection.vendor == "postgresql":
+        return lambda value: value
+    seen: dict = {None: None}
+    convert = connection.ops.convert_datetimefield_value
+
+    def read(value):
+        found = seen.get(value, seen)
+        if found is seen:
+            found = seen[value] = convert(value, None, connection)
+        return found
+
+    return read
 
 
 @functools.cache

@@ -41,7 +41,7 @@ from .runs import (
     renew_lease,
     renewal_interval,
     start_run,
-    work_waiting,
+    waiting_work,
 )
 
 logger = logging.getLogger(__name__)
@@ -278,16 +278,18 @@ def work_one(*, worker: str, stop: threading.Event | None = None) -> bool:
     """Expire stale leases, then claim and execute one run. True when a run was handled.
 
     One database instant serves the sweep and the claim; when neither may have work
-    (``work_waiting``) that is all. The registry is re-read before the sweep when a file changed, so output contracts and chain edges are those in force, not
+    (``waiting_work``) that is all, and the sweep runs only when a lease has expired. The registry is re-read before the sweep when a file changed, so output contracts and chain edges are those in force, not
     those of the worker's start (a bad change on disk keeps the last good registry, as
     in the slot loop). ``stop`` is the worker's stop request (``execute_run``).
     """
     lease_started = time.monotonic()
     now = database_now()
-    if not work_waiting(now=now):  # an idle second: two statements, no look at the files
+    queued, expired = waiting_work(now=now)
+    if not (queued or expired):  # an idle second: two statements, no look at the files
         return False
     store.refresh()
-    expire_leases(now=now)
+    if expired:
+        expire_leases(now=now)
     run = claim_next_run(worker=worker, now=now, lease_seconds=settings.FACTORY_LEASE_SECONDS)
     if run is None:
         return False

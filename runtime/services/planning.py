@@ -11,18 +11,15 @@ on the idempotency keys they hold (``runtime.services.idempotency``).
 """
 
 import logging
-import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from lib.instants import format_instant
 from lib.json_schema import validator_for
-from lib.refusals import Refused
 from runtime.models import (
     ACTIVE_RUN_STATUSES,
     DOOR_ACTOR,
@@ -35,11 +32,11 @@ from runtime.models import (
     Run,
 )
 from runtime.registry import Definition, Loop, Registry, get_registry
-from runtime.registry.model import PLACEHOLDER, fill_argv
 
 from .bulk_rows import one_of
 from .idempotency import KEY_MAX_LENGTH, idempotency_key, key_held
 from .journal import entry, entry_values, record_values
+from .plans import PlanRenderError, render_plan
 from .previews import queue_previews
 from .runs import queue_run
 
@@ -48,8 +45,6 @@ logger = logging.getLogger(__name__)
 #: Doors whose events may follow their type's ``approval: auto`` (docs/design.md §4); ticks
 #: follow their loop's policy instead.
 TYPE_AUTO_DOORS = (Door.GITHUB, Door.EVENTS, Door.INJECT, Door.CHAIN)
-#: Filled only when the run exists (by the worker); they stay as written in a proposal's plan.
-RUN_TIME_PLACEHOLDERS = ("runId", "runDir")
 
 
 @dataclass(frozen=True)
@@ -61,15 +56,6 @@ class PlanningResult:
     reason: str = ""
     proposal: Proposal | None = None
     run: Run | None = None
-
-
-class PlanRenderError(Refused):
-    """A command template could not be filled from the event: code ``plan_render_failed``."""
-
-    code_in_message = False
-
-    def __init__(self, detail: str):
-        super().__init__("plan_render_failed", detail)
 
 
 @dataclass(frozen=True)
@@ -130,74 +116,6 @@ def singletons_in_flight(keys) -> set[str]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return {row[0] for row in cursor.fetchall()}
-
-
-def plan_time_values() -> dict[str, str]:
-    """What ``{factoryRoot}``, ``{python}`` and ``{manage}`` stand for in this runtime."""
-    return {
-        "factoryRoot": str(settings.FACTORY_ROOT),
-        "python": sys.executable,
-        "manage": str(settings.BASE_DIR / "manage.py"),
-    }
-
-
-def argv_values(definition: Definition, payload: dict) -> dict[str, str]:
-    """What each plan-time placeholder of the command template stands for (docs/design.md §8).
-
-    ``{factoryRoot}``, ``{python}``, ``{manage}`` and, for non-mutating definitions only,
-    ``{payload.<field>}``; ``{runId}``/``{runDir}`` are left for the worker, which fills
-    them and these in one pass over the template. Raises PlanRenderError when a payload
-    field is missing or not a scalar.
-    """
-    runtime = plan_time_values()
-    values = {}
-    for arg in definition.command:
-        for name in PLACEHOLDER.findall(arg):
-            if name in RUN_TIME_PLACEHOLDERS:
-                continue
-            if name in runtime:
-                values[name] = runtime[name]
-                continue
-            field = name.removeprefix("payload.")
-            value = payload.get(field)
-            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                raise PlanRenderError(f"payload field {field!r} is missing or not a string or number")
-            values[name] = str(value)
-    return values
-
-
-def plan_adapter(definition: Definition) -> str:
-    """The adapter a plan names: the definition's, except that ``FACTORY_FAKE_AGENTS`` (the
-    demo, tests) plays every ``agent`` definition with the ``fake`` adapter, in plain sight
-    on the proposal (docs/design.md §8)."""
-    if settings.FACTORY_FAKE_AGENTS and definition.adapter == "agent":
-        return "fake"
-    return definition.adapter
-
-
-def render_plan(definition: Definition, event: Event, registry: Registry) -> dict:
-    """The plan a proposal carries and a run executes: what will run, with what, under which registry.
-
-    ``argv`` is what the command will run, ``{runId}``/``{runDir}`` as written; the worker
-    runs ``argvTemplate`` filled in one pass with ``argvValues`` and those two, so a payload
-    value is never expanded and what runs is ``argv`` with the run's id and directory.
-    """
-    values = argv_values(definition, event.payload) if definition.command is not None else None
-    return {
-        "definition": definition.ref,
-        "adapter": plan_adapter(definition),
-        "argv": fill_argv(definition.command, values) if values is not None else None,
-        "argvTemplate": list(definition.command) if values is not None else None,
-        "argvValues": values,
-        "builtin": definition.builtin,
-        "captureStdout": definition.capture_stdout,
-        "input": event.payload,
-        "mutating": definition.mutating,
-        "timeoutSeconds": definition.timeout_seconds,
-        "maxAttempts": definition.max_attempts,
-        "eventId": event.uid,
-        "registryDigest": registry.digest,
-    }
 
 
 def approval_policy(event: Event, registry: Registry) -> str:

@@ -32,7 +32,7 @@ from django.db import IntegrityError, connection, transaction
 
 from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
 
-from .bulk_rows import insert_rows, one_of, recordset, stored_instant
+from .bulk_rows import backend_vendor, insert_rows, recordset, stored_instant
 from .idempotency import held_keys
 from .journal import entry_row, record_values
 from .planning import (
@@ -46,6 +46,8 @@ from .planning import (
     proposal_fields,
     singletons_in_flight,
 )
+from .planning_claim import ClaimedEvent, claim_chunk
+from .plans import plan_json
 from .previews import queue_previews
 from .runs import run_fields, run_queued_entry
 
@@ -56,12 +58,6 @@ logger = logging.getLogger(__name__)
 CHUNK_SIZE = 500
 
 
-#: The event fields planning reads (``planning.decide``, the plan, the journal). The rest are
-#: left unread: parsing two more instants and three more texts per event was a sixth of a
-#: chunk's client time (docs/performance.md).
-PLANNED_FROM = ("id", "uid", "type", "door", "loop", "loop_key", "slot", "payload", "correlation_id")
-
-
 class ChunkLost(Exception):
     """A chunk's events were not all still unplanned when claimed; it is rolled back."""
 
@@ -69,10 +65,10 @@ class ChunkLost(Exception):
 def plan_batch(*, now: datetime, registry, size: int = CHUNK_SIZE) -> int:
     """Claim and plan up to ``size`` of the oldest unplanned events at ``now``; returns how many
     were planned (0: none waiting, or every waiting one is held by another planner)."""
-    events: list[Event] = []
+    events: list[ClaimedEvent] = []
     try:
         with transaction.atomic():
-            events = _claim(size)
+            events = claim_chunk(size)
             if not events:
                 return 0
             decided = _decide_chunk(events, registry)
@@ -89,61 +85,7 @@ def plan_batch(*, now: datetime, registry, size: int = CHUNK_SIZE) -> int:
     return len(decided)
 
 
-def _claim(size: int) -> list[Event]:
-    """The chunk: up to ``size`` of the oldest unplanned events this planner may plan now,
-    in admission order, in one statement — on PostgreSQL locked ``FOR UPDATE SKIP LOCKED``
-    until the chunk commits, so no other planner takes them. Not marked here: ``_record_outcomes``
-    sets ``planned_at`` with the outcome, one update of each event row instead of two."""
-    events = list(
-        Event.objects.select_for_update(skip_locked=True).filter(planned_at__isnull=True).order_by("id")
-        .only(*PLANNED_FROM)[:size]
-    )
-    return _in_admission_order(events) if events else []
-
-
-def _in_admission_order(events: list[Event]) -> list[Event]:
-    """``events`` less those with an older unplanned event of their correlation or of their
-    loop (and key) outside the chunk — another planner has it — and less every later event
-    of such a correlation or loop: they wait for a later chunk."""
-    first_held_correlation: dict[str, int] = {}
-    first_held_loop: dict[tuple, int] = {}
-    for pk, correlation, door, loop, loop_key in _older_unplanned(events):
-        first_held_correlation[correlation] = min(pk, first_held_correlation.get(correlation, pk))
-        if door == Door.SCHEDULE and loop is not None:
-            first_held_loop[(loop, loop_key)] = min(pk, first_held_loop.get((loop, loop_key), pk))
-    if not first_held_correlation:
-        return events
-    kept = []
-    for event in events:
-        loop = (event.loop, event.loop_key) if event.is_tick else None
-        if first_held_correlation.get(event.correlation_id, event.pk) < event.pk or (
-            loop is not None and first_held_loop.get(loop, event.pk) < event.pk
-        ):
-            # Everything of this correlation and loop after it waits too.
-            first_held_correlation.setdefault(event.correlation_id, event.pk)
-            if loop is not None:
-                first_held_loop.setdefault(loop, event.pk)
-            continue
-        kept.append(event)
-    return kept
-
-
-def _older_unplanned(events: list[Event]) -> list[tuple]:
-    """``(id, correlation_id, door, loop, loop_key)`` of the unplanned events older than the
-    chunk's last that are not in it (the chunk's ids as ``bulk_rows.one_of``)."""
-    quote = connection.ops.quote_name
-    ids = [event.pk for event in events]
-    outside, params = one_of(quote("id"), ids, negate=True)
-    sql = (
-        f"SELECT {quote('id')}, {quote('correlation_id')}, {quote('door')}, {quote('loop')}, {quote('loop_key')} "
-        f"FROM {quote(Event._meta.db_table)} WHERE {quote('planned_at')} IS NULL AND {quote('id')} < %s AND {outside}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [ids[-1], *params])
-        return cursor.fetchall()
-
-
-def _decide_chunk(events: list[Event], registry) -> list[tuple[Event, Decision]]:
+def _decide_chunk(events: list[ClaimedEvent], registry) -> list[tuple[ClaimedEvent, Decision]]:
     """Each event's decision, in order, as if the ones before it had been written."""
     keys = {found for event in events if (found := loop_and_keys(event, registry)) is not None}
     held = held_keys({key for key, _ in keys})
@@ -159,22 +101,27 @@ def _decide_chunk(events: list[Event], registry) -> list[tuple[Event, Decision]]
     return decided
 
 
-def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> None:
+def _write(decided: list[tuple[ClaimedEvent, Decision]], registry, now: datetime) -> None:
     """Insert the chunk's proposals, runs and journal entries (one multi-row insert each, the
     journal in the order planning one at a time writes it) and set the events' outcomes.
     Rows are built as dicts of their fields, not model instances (``bulk_rows.insert_rows``)."""
     proposing = [(event, decision) for event, decision in decided if decision.proposes]
     proposals = {event.pk: {**proposal_fields(event, decision, registry, now), "event_id": event.pk}
                  for event, decision in proposing}
+    runs = {event.pk: run_fields(proposals[event.pk], door=event.door, actor=DOOR_ACTOR[Door(event.door)], now=now)
+            for event, decision in proposing if decision.outcome == PlanningOutcome.APPROVED}
+    previewed = [(pk, fields["loop"], fields["loop_key"], fields["plan"]) for pk, fields in proposals.items()
+                 if pk not in runs]
+    if backend_vendor() != "postgresql":
+        for pk, fields in proposals.items():
+            fields["plan"] = plan_json(fields["plan"])
+            if pk in runs:
+                runs[pk]["plan"] = fields["plan"]
     proposal_ids = insert_rows(Proposal, list(proposals.values()), key="event_id")
-    runs = {
-        event.pk: {**run_fields(proposals[event.pk], door=event.door, actor=DOOR_ACTOR[Door(event.door)], now=now),
-                   "proposal_id": proposal_ids[event.pk]}
-        for event, decision in proposing if decision.outcome == PlanningOutcome.APPROVED
-    }
+    for pk, run in runs.items():
+        run["proposal_id"] = proposal_ids[pk]
     run_ids = insert_rows(Run, list(runs.values()), key="proposal_id")
-    queue_previews([(proposal_ids[pk], fields["loop"], fields["loop_key"], fields["plan"])
-                    for pk, fields in proposals.items() if pk not in runs], registry=registry, now=now)
+    queue_previews([(proposal_ids[pk], loop, key, plan) for pk, loop, key, plan in previewed], registry=registry, now=now)
     entries = []
     for event, decision in decided:
         if not decision.proposes:
@@ -188,24 +135,31 @@ def _write(decided: list[tuple[Event, Decision]], registry, now: datetime) -> No
     _record_outcomes(decided, now)
 
 
-def _record_outcomes(decided: list[tuple[Event, Decision]], now: datetime) -> None:
+def _record_outcomes(decided: list[tuple[ClaimedEvent, Decision]], now: datetime) -> None:
     """Mark the chunk's events planned at ``now`` with their outcomes: one ``UPDATE … FROM``
-    of every event (PostgreSQL: the rows of one JSON parameter, ``bulk_rows.recordset``; SQLite
-    3.33+: ``VALUES``), a compare-and-swap on ``planned_at`` that raises ``ChunkLost`` —
+    of every event (PostgreSQL: the rows of one JSON parameter, ``bulk_rows.recordset``, and
+    their ids as one array; SQLite 3.33+: ``VALUES``), a compare-and-swap on ``planned_at`` that raises ``ChunkLost`` —
     rolling the chunk back — unless it marked every one (docs/design.md §7)."""
     quote = connection.ops.quote_name
     table = Event._meta.db_table
     rows = [(event.pk, decision.outcome, decision.reason) for event, decision in decided]
+    among = ""
     if connection.vendor == "postgresql":
         source, params = recordset(table, ("id", "planning_outcome", "planning_reason"), rows, "v")
         picked = [f"v.{quote(column)}" for column in ("id", "planning_outcome", "planning_reason")]
+        # The ids again, as an index condition: without it the planner, whose statistics just
+        # after a burst say few events are unplanned, reads every entry of the unplanned
+        # events' index and hash-joins the chunk's rows with them (EXPLAIN), instead of
+        # looking up the chunk's 500.
+        among = f" AND {quote(table)}.{quote('id')} = ANY(%s)"
+        params.append([pk for pk, _, _ in rows])
     else:
         source = f"(VALUES {', '.join(['(%s, %s, %s)'] * len(rows))}) AS v"
         params, picked = [value for row in rows for value in row], ["v.column1", "v.column2", "v.column3"]
     sql = (
         f"UPDATE {quote(table)} SET {quote('planned_at')} = %s, {quote('planning_outcome')} = {picked[1]}, "
         f"{quote('planning_reason')} = {picked[2]} FROM {source} "
-        f"WHERE {quote(table)}.{quote('id')} = {picked[0]} AND {quote(table)}.{quote('planned_at')} IS NULL"
+        f"WHERE {quote(table)}.{quote('id')} = {picked[0]} AND {quote(table)}.{quote('planned_at')} IS NULL{among}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [stored_instant(now), *params])

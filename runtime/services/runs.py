@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
 
 from runtime.adapters.base import RunResult
 from runtime.adapters.command import KILL_GRACE_SECONDS
@@ -19,7 +18,7 @@ from runtime.models import Actor, Event, Proposal, Run, RunStatus, run_lane
 from runtime.prepared import instant_param
 from runtime.registry import Registry, get_registry
 
-from .barriers import barrier_free, lost_barrier_race
+from .barriers import barrier_free_sql, lost_barrier_race
 from .chains import ChainBroken, chain_envelopes
 from .idempotency import release_after_finish, release_idempotency_key
 from .journal import entry_values, record, record_values
@@ -90,9 +89,6 @@ def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | N
     with a compare-and-swap update and tries the next row when another worker won.
     """
     lease_until = now + timedelta(seconds=lease_seconds)
-    changes = dict(
-        status=RunStatus.CLAIMED, attempt=F("attempt") + 1, claimed_at=now, lease_expires_at=lease_until, worker=worker
-    )
     if connection.vendor == "postgresql":
         while True:
             try:
@@ -101,9 +97,9 @@ def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | N
                     if found is None:
                         return None
                     run_id, lane = found
-                    Run.objects.filter(pk=run_id).update(**changes)
+                    run = _claim_row(run_id, worker=worker, now=now, lease_until=lease_until, if_claimable=False)
                     serve_lane(lane)
-                    return _journal_claim(run_id, worker, now)
+                    return _journal_claim(run, worker, now)
             except IntegrityError:
                 if not lost_barrier_race(run_id):
                     raise
@@ -113,13 +109,31 @@ def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | N
             return None
         run_id, lane = found
         with transaction.atomic():
-            if Run.objects.filter(barrier_free(), pk=run_id, status=RunStatus.QUEUED).update(**changes):
+            run = _claim_row(run_id, worker=worker, now=now, lease_until=lease_until, if_claimable=True)
+            if run is not None:
                 serve_lane(lane)
-                return _journal_claim(run_id, worker, now)
+                return _journal_claim(run, worker, now)
 
 
-def _journal_claim(run_id: int, worker: str, now: datetime) -> Run:
-    run = Run.objects.get(pk=run_id)
+def _claim_row(run_id: int, *, worker: str, now: datetime, lease_until: datetime, if_claimable: bool) -> Run | None:
+    """Mark run ``run_id`` claimed by ``worker`` (its attempt counted, leased until
+    ``lease_until``) and return it as stored, in one ``UPDATE … RETURNING``: no second read
+    of the row. ``if_claimable`` (SQLite, which ignores row locks): only while it is still
+    queued and no other run holds its barrier, else None. Raises ``IntegrityError`` when
+    another run took its barrier or singleton meanwhile (PostgreSQL's constraints)."""
+    quote = connection.ops.quote_name
+    where = "run.id = %s"
+    if if_claimable:
+        where += f" AND run.status = '{RunStatus.QUEUED.value}' AND {barrier_free_sql('run')}"
+    sql = (
+        f"UPDATE {quote(Run._meta.db_table)} AS run SET status = %s, attempt = run.attempt + 1, claimed_at = %s,"
+        f" lease_expires_at = %s, worker = %s WHERE {where} RETURNING *"
+    )
+    params = [RunStatus.CLAIMED.value, instant_param(now), instant_param(lease_until), worker, run_id]
+    return next(iter(Run.objects.raw(sql, params)), None)
+
+
+def _journal_claim(run: Run, worker: str, now: datetime) -> Run:
     record("run_claimed", Actor.SYSTEM, at=now, run=run, data={"worker": worker, "attempt": run.attempt})
     return run
 
@@ -161,12 +175,13 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
     status = RunStatus.SUCCEEDED if result.succeeded else RunStatus.FAILED
     envelopes: list[dict] = []
     broken: ChainBroken | None = None
-    if status == RunStatus.SUCCEEDED:
-        event = Event.objects.get(pk=run.event_id)
+    chaining = registry or get_registry()
+    if status == RunStatus.SUCCEEDED and chaining.edges_for(run.definition, result.outcome):
+        event = Event.objects.get(pk=run.event_id)  # read only for a run whose outcome chains
         try:
             envelopes = chain_envelopes(
                 run, event, outcome=result.outcome, summary=result.summary, data=result.data,
-                registry=registry or get_registry(), now=now,
+                registry=chaining, now=now,
             )
         except ChainBroken as exc:
             broken = exc
@@ -279,13 +294,14 @@ def record_lease_lost(run_id: int, *, worker: str, attempt: int, now: datetime) 
 _waiting_sql: dict[str, str] = {}
 
 
-def work_waiting(*, now: datetime, margin: timedelta | None = None) -> bool:
-    """Whether ``expire_leases`` or ``claim_next_run`` may have something to do at ``now``: a
-    queued run, or a leased one past its lease by ``margin`` (as ``expire_leases``). One
-    statement of plain SQL built once per process, over ``run_queued_idx`` and
-    ``run_leased_idx`` (their statuses as literals, so SQLite uses them): an idle worker
-    asks it once a second instead of the sweep's and the claim's querysets. It may say yes
-    when the claim then finds nothing (a run held at its barrier), never the reverse."""
+def waiting_work(*, now: datetime, margin: timedelta | None = None) -> tuple[bool, bool]:
+    """``(queued, expired)``: whether a run is queued, and whether a leased one is past its
+    lease by ``margin`` (as ``expire_leases`` at the same ``now``, which has nothing to do
+    when this says no). One statement of plain SQL built once per process, over
+    ``run_queued_idx`` and ``run_leased_idx`` (their statuses as literals, so SQLite uses
+    them): an idle worker asks it once a second instead of the sweep's and the claim's
+    querysets. ``queued`` may be true when the claim then finds nothing (a run held at its
+    barrier), never the reverse."""
     if margin is None:
         margin = expiry_margin(settings.FACTORY_LEASE_SECONDS)
     if connection.vendor not in _waiting_sql:
@@ -299,9 +315,8 @@ def work_waiting(*, now: datetime, margin: timedelta | None = None) -> bool:
     cutoff = instant_param(now - margin)
     with connection.cursor() as cursor:
         cursor.execute(_waiting_sql[connection.vendor], [cutoff])
-        return any(cursor.fetchone())
-
-
+        queued, expired = cursor.fetchone()
+    return bool(queued), bool(expired)
 
 
 def expire_leases(*, now: datetime, margin: timedelta | None = None) -> int:

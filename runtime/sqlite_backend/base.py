@@ -31,6 +31,8 @@ import weakref
 from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
+from .cursor import RememberingCursor
+
 #: Beside the database file, as SQLite's own ``-wal`` and ``-shm``.
 TURN_SUFFIX = "-writers.lock"
 #: sqlite3's own busy time-out when the settings name none (``sqlite3.connect``'s default).
@@ -101,6 +103,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     _turn: TurnFile | None = None
     _turn_held = False
+
+    def create_cursor(self, name=None):
+        return self.connection.cursor(factory=RememberingCursor)
 
     def turn_path(self) -> str | None:
         """The write turn's lock file, or None for an in-memory database."""

@@ -99,3 +99,18 @@ def test_a_claim_that_saw_the_barrier_free_loses_the_race_and_claims_nothing(reg
     beta.refresh_from_db()
     assert (beta.status, beta.attempt, beta.worker) == ("queued", 0, "")
     assert JournalEntry.objects.filter(action="run_claimed").count() == 1
+
+
+def test_a_claim_lost_the_barrier_race_only_to_another_run_holding_the_same_barrier(approver):
+    alpha, beta = two_approved_merges(approver)
+    assert (alpha.barrier, beta.barrier) == ("merge", "merge")
+    assert (barriers.lost_barrier_race(alpha.pk), barriers.lost_barrier_race(beta.pk)) == (False, False)
+    for status in ("claimed", "running", "interrupted"):
+        Run.objects.filter(pk=alpha.pk).update(status=status)
+        assert (barriers.lost_barrier_race(alpha.pk), barriers.lost_barrier_race(beta.pk)) == (False, True)
+    Run.objects.filter(pk=alpha.pk).update(barrier="other")
+    assert (barriers.lost_barrier_race(alpha.pk), barriers.lost_barrier_race(beta.pk)) == (False, False)
+    Run.objects.filter(pk=alpha.pk).update(barrier="merge")
+    Run.objects.filter(pk=beta.pk).update(barrier=None)
+    assert barriers.lost_barrier_race(beta.pk) is False
+    assert barriers.lost_barrier_race(beta.pk + 1000) is False

@@ -2,10 +2,12 @@
 
 import pytest
 from django.db import DataError, IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from lib.slots import DueSlot
-from runtime.models import Actor, Door, Event, Proposal, Run
+from runtime.models import Actor, Door, Event, JournalEntry, Proposal, Run
 from runtime.registry import get_registry
+from runtime.services import bulk_rows, journal
 from runtime.services.admission import admit_event
 from runtime.services.bulk_rows import backend_vendor, insert_rows, json_rows, one_of, stored_instant
 from runtime.services.planning import decide, new_proposal, proposal_fields
@@ -146,3 +148,66 @@ def test_one_of_selects_the_rows_among_the_values_or_outside_them_with_one_param
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT uid FROM {quote(Event._meta.db_table)} WHERE {condition} ORDER BY uid", params)
             assert [row[0] for row in cursor.fetchall()] == expected
+
+
+# The PostgreSQL-only builders of ``recordset``, as text: they run on PostgreSQL only, and the
+# mutation run is on SQLite.
+
+def test_typed_rows_casts_each_value_to_its_columns_type_and_a_json_null_to_null():
+    assert bulk_rows.typed_rows([("at", "timestamp with time zone"), ("data", "jsonb"), ("id", "bigint")], "j") == (
+        '(SELECT (e ->> 0)::timestamp with time zone AS "at", NULLIF(e -> 1, \'null\'::jsonb) AS "data", '
+        '(e ->> 2)::bigint AS "id" FROM jsonb_array_elements(%s::jsonb) AS e) AS j'
+    )
+
+
+@pytest.fixture
+def declared_types(monkeypatch) -> list:
+    """``column_types`` answers from a fixed catalog; the tables asked for are listed."""
+    asked = []
+
+    def column_types(table):
+        asked.append(table)
+        return {"action": "character varying", "data": "jsonb", "extra": "integer"}
+
+    monkeypatch.setattr(bulk_rows, "column_types", column_types)
+    return asked
+
+
+def test_populated_and_recordset_type_the_columns_named_as_the_table_declares(declared_types):
+    expected = ('(SELECT NULLIF(e -> 0, \'null\'::jsonb) AS "data", (e ->> 1)::character varying AS "action" '
+                'FROM jsonb_array_elements(%s::jsonb) AS e) AS r')
+    assert bulk_rows.populated("runtime_journalentry", ["data", "action"], "r") == expected
+    assert bulk_rows.recordset("runtime_journalentry", ["data", "action"], [[{"a": 1}, "x"], [None, "y"]], "r") == (
+        expected, ['[[{"a":1},"x"],[null,"y"]]'],
+    )
+    assert declared_types == ["runtime_journalentry", "runtime_journalentry"]
+
+
+def test_column_types_are_read_once_per_database_and_table(monkeypatch):
+    asked = []
+    monkeypatch.setattr(bulk_rows, "_column_types", lambda database, table: asked.append((database, table)) or {"a": "b"})
+    assert bulk_rows.column_types("runtime_run") == {"a": "b"}
+    assert asked == [(connection.settings_dict["NAME"], "runtime_run")]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's catalog")
+def test_column_types_are_the_catalogs_without_lengths():
+    types = bulk_rows.column_types("runtime_journalentry")
+    assert {column: types[column] for column in ("action", "data", "event_id", "at")} == {
+        "action": "character varying", "data": "jsonb", "event_id": "bigint", "at": "timestamp with time zone",
+    }
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's bound-variable limit")
+@pytest.mark.parametrize("fit, statements", [(0, 7), (1, 7), (3, 3)])
+def test_on_sqlite_a_statement_carries_as_many_rows_as_the_bound_variable_limit_allows(monkeypatch, fit, statements):
+    """A limit that fits ``fit`` rows and not quite one more: 7 rows in ``statements`` inserts
+    (at least one row a statement)."""
+    width = len(journal.COLUMNS)  # one bound variable a column
+    monkeypatch.setattr(bulk_rows, "_sqlite_variable_limit", lambda: (fit + 1) * width - 1)
+    rows = [{"at": at(NOW), "action": f"a{n}", "actor": "system"} for n in range(7)]
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        ids = insert_rows(JournalEntry, rows, key="action")
+    assert len([query for query in queries if query["sql"].startswith("INSERT")]) == statements
+    assert sorted(ids) == [f"a{n}" for n in range(7)]
+    assert sorted(JournalEntry.objects.filter(pk__in=ids.values()).values_list("action", flat=True)) == sorted(ids)

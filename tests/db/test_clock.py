@@ -63,7 +63,9 @@ def test_recent_database_now_reads_again_after_forget_reading_or_a_monotonic_clo
 ])
 def test_sql_instant_is_the_parameter_django_would_pass_for_a_datetime_field(value):
     from django.db import connection
+    from django.db.models import DateTimeField
 
     from runtime.prepared import instant_param
 
-    assert clock.sql_instant(value, connection.vendor) == instant_param(value)
+    assert clock.sql_instant(value, connection.vendor) == DateTimeField().get_db_prep_value(value, connection)
+    assert instant_param(value) == clock.sql_instant(value, connection.vendor) and instant_param(None) is None

@@ -270,3 +270,13 @@ def test_a_batch_that_fails_whole_is_undone_and_each_item_written_again_in_an_op
     assert sorted(writes.batches[1:]) == [["a"], ["b"], ["x"]]
     assert openings.log[:2] == ["enter", "rollback"]
     assert sorted(openings.log[2:]) == ["commit", "commit", "enter", "enter", "enter", "rollback"]
+
+
+def test_a_batch_of_two_that_fails_whole_is_written_again_item_by_item():
+    writes = Writes(fail_on={"x"})
+    group = GroupCommit(writes)
+    outcomes = queue_behind_first(group, writes, "a", ["b", "x"])
+    assert (outcomes["a"], outcomes["b"], str(outcomes["x"])) == ("A", "B", "refused ['x']")
+    assert sorted(writes.batches[1]) == ["b", "x"]
+    assert sorted(writes.batches[2:]) == [["b"], ["x"]]
+    assert len(writes.batches) == 4

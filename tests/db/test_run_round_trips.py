@@ -1,0 +1,78 @@
+"""A run's claim and finish send only the statements they need (issue 29; docs/performance.md,
+"Statements per operation"): the claim is one ``UPDATE … RETURNING`` of the run, with no
+second read; the sweep of expired leases runs only when one has expired; a finish reads the
+run's event only when its outcome chains."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runtime.adapters.base import RunResult
+from runtime.models import Run, RunStatus
+from runtime.registry import get_registry
+from runtime.services import execution
+from runtime.services.planning import plan_pending
+from runtime.services.runs import claim_next_run, finish_run, start_run, waiting_work
+from schedules.ticks import emit_due_ticks
+from tests.conftest import at
+
+pytestmark = pytest.mark.django_db
+
+NOW = at("2026-11-30T22:00:20Z")
+
+
+def statements(queries) -> list[str]:
+    """The statements sent, less the savepoints the test's own transaction turns blocks into."""
+    return [q["sql"].split()[0] for q in queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+
+
+def queued_heartbeat() -> Run:
+    emit_due_ticks(now=NOW, registry=get_registry())
+    plan_pending(now=NOW)
+    return Run.objects.get(definition="heartbeat@1", status=RunStatus.QUEUED)
+
+
+def test_a_claim_is_the_pick_one_update_returning_the_run_the_lanes_turn_and_its_journal_entry():
+    queued = queued_heartbeat()
+    with CaptureQueriesContext(connection) as queries:
+        run = claim_next_run(worker="w1", now=NOW, lease_seconds=60)
+    assert statements(queries) == ["SELECT", "UPDATE", "INSERT", "INSERT"]
+    assert "RETURNING" in queries[[q["sql"].split()[0] for q in queries].index("UPDATE")]["sql"]
+    stored = Run.objects.get(pk=queued.pk)
+    assert (run.pk, run.status, run.attempt, run.worker, run.claimed_at, run.lease_expires_at) == (
+        stored.pk, "claimed", 1, "w1", NOW, at("2026-11-30T22:01:20Z"))
+    assert {f.attname: getattr(run, f.attname) for f in Run._meta.concrete_fields} == {
+        f.attname: getattr(stored, f.attname) for f in Run._meta.concrete_fields}
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite claims with a compare-and-swap")
+@pytest.mark.parametrize("status", [RunStatus.CLAIMED, RunStatus.SUCCEEDED])
+def test_a_claim_on_sqlite_takes_a_run_only_while_it_is_still_queued(monkeypatch, status):
+    queued = queued_heartbeat()
+    Run.objects.filter(pk=queued.pk).update(status=status, attempt=1, worker="w0")
+    picks = iter([(queued.pk, queued.lane), None])  # as a pick made just before the change
+    monkeypatch.setattr("runtime.services.runs.next_claimable", lambda *, lock: next(picks))
+    assert claim_next_run(worker="w1", now=NOW, lease_seconds=60) is None
+    assert Run.objects.filter(pk=queued.pk).values_list("status", "attempt", "worker").get() == (status, 1, "w0")
+
+
+def test_the_sweep_runs_only_when_a_lease_has_expired(monkeypatch):
+    queued = queued_heartbeat()
+    swept = []
+    monkeypatch.setattr(execution, "expire_leases", lambda *, now: swept.append(now) or 0)
+    monkeypatch.setattr(execution, "execute_run", lambda run, **kwargs: None)
+    assert waiting_work(now=NOW) == (True, False)
+    assert execution.work_one(worker="w1") and swept == []
+    Run.objects.filter(pk=queued.pk).update(lease_expires_at=at("2026-11-30T21:00:00Z"))
+    assert waiting_work(now=NOW) == (False, True)
+    assert not execution.work_one(worker="w1") and len(swept) == 1
+
+
+def test_a_finish_reads_the_event_only_when_the_outcome_chains():
+    queued_heartbeat()
+    run = claim_next_run(worker="w1", now=NOW, lease_seconds=60)
+    assert start_run(run, worker="w1", now=NOW)
+    with CaptureQueriesContext(connection) as queries:
+        assert finish_run(run, RunResult("HEALTHY", True, exit_code=0), worker="w1", now=NOW)
+    assert "runtime_event" not in " ".join(q["sql"] for q in queries if q["sql"].startswith("SELECT"))
+    assert Run.objects.get(pk=run.pk).status == "succeeded"
