@@ -99,8 +99,6 @@ def test_a_connection_that_committed_a_door_group_within_a_second_is_not_health_
     monkeypatch.setattr(connections[DEFAULT_DB_ALIAS], "door_group_written", None, raising=False)
     monkeypatch.setattr(type(connections[DEFAULT_DB_ALIAS]), "is_usable", lambda self: checks.append(now[0]) or True)
     monkeypatch.setattr(door_admission, "monotonic", lambda: now[0])
-    # A door group an earlier test of this process wrote is on the real monotonic clock.
-    monkeypatch.setattr(connections[DEFAULT_DB_ALIAS], "door_group_written", None, raising=False)
 
     def admit_in_a_new_request(event_id: str, later: float) -> None:
         now[0] += later
