@@ -127,6 +127,19 @@ def test_an_idle_tick_second_is_three_statements_and_tells_the_planning_thread_t
     assert slot_loop.planning_due(looked) is False
 
 
+def nothing_to_plan(lease: EmitterLease) -> float:
+    """Tick and plan until nothing is left, then one more tick thread check, which tells the
+    planning thread so; returns the instant (``time.monotonic``) the planning thread looks at."""
+    from ops import slot_loop
+
+    emit_once(lease)
+    slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
+    emit_once(lease)
+    looked = slot_loop.time.monotonic()
+    assert slot_loop.planning_due(looked) is False
+    return looked
+
+
 def test_the_tick_threads_check_wakes_the_planning_thread_for_an_event_to_plan(registry_files):
     from ops import slot_loop
     from runtime.models import Door
@@ -134,11 +147,7 @@ def test_the_tick_threads_check_wakes_the_planning_thread_for_an_event_to_plan(r
     from tests.events_door import envelope
 
     lease = EmitterLease("host-a:1:aa")
-    emit_once(lease)
-    slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
-    emit_once(lease)
-    looked = slot_loop.time.monotonic()
-    assert slot_loop.planning_due(looked) is False
+    looked = nothing_to_plan(lease)
     admit_batch([envelope()], door=Door.EVENTS, now=database_now(), registry=get_registry())
     slot_loop.plan_wanted.clear()
     assert emit_once(lease) == []
@@ -151,11 +160,7 @@ def test_the_planning_thread_asks_for_itself_when_the_tick_threads_word_is_old_o
     from ops import slot_loop
 
     lease = EmitterLease("host-a:1:aa")
-    emit_once(lease)
-    slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
-    emit_once(lease)
-    looked = slot_loop.time.monotonic()
-    assert slot_loop.planning_due(looked) is False
+    looked = nothing_to_plan(lease)
     later = looked + slot_loop.PLANNER_WORD_SECONDS + 0.1
     monkeypatch.setattr(slot_loop.time, "monotonic", lambda: later)
     assert slot_loop.planning_due(looked) is True  # the tick thread lagged or stopped checking
