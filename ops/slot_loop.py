@@ -27,7 +27,7 @@ from runtime.services.backlog import backlog, backlog_now
 from runtime.services.outbox import publish_outbox
 from runtime.services.planning import plan_pending
 from schedules.due_check import check_idle
-from schedules.emitter import EmitterLease
+from schedules.emitter import EmitterLease, bound_frozen_transactions
 from schedules.models import SlotLoopStatus
 from schedules.repair import future_limit
 from schedules.state import SYNC_NAME, loops_fingerprint
@@ -271,16 +271,8 @@ def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: thre
     ``failed`` and ``stop`` — the process exits non-zero and its supervisor sees it."""
     failures = FailureStreak(logger, what="tick emission", action="tick_emitter_error")
     try:
-        while not stop.is_set():
-            close_old_connections()
-            try:
-                emit_once(lease)
-            except DATABASE_ERRORS as exc:
-                failures.failed(exc)
-                tell_planner(work=None)  # no word this second: the planning thread asks for itself
-            else:
-                failures.succeeded()
-            stop.wait(1.0 - (time.time() % 1.0))
+        with bound_frozen_transactions():
+            tick_until(stop, lease, failures)
         tell_planner(work=None)  # stopping: the planning thread no longer waits on this one
         close_old_connections()
         lease.release(clock.database_now())
@@ -290,6 +282,21 @@ def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: thre
         stop.set()
     finally:
         connections.close_all()
+
+
+def tick_until(stop: threading.Event, lease: EmitterLease, failures: FailureStreak) -> None:
+    """``emit_once`` about once a second, at the top of each second, until ``stop``; a database
+    error is counted in ``failures`` and the next second tries again."""
+    while not stop.is_set():
+        close_old_connections()
+        try:
+            emit_once(lease)
+        except DATABASE_ERRORS as exc:
+            failures.failed(exc)
+            tell_planner(work=None)  # no word this second: the planning thread asks for itself
+        else:
+            failures.succeeded()
+        stop.wait(1.0 - (time.time() % 1.0))
 
 
 def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:

@@ -10,15 +10,26 @@ slots of that window (late, by at most the takeover, and each once: the eventId 
 slot). A holder that stops cleanly expires its lease at once.
 
 Not a session advisory lock: the slot loop closes its connections between iterations.
+
+A holder that is frozen rather than dead (a paused VM, a stopped process) keeps its
+connection and, when frozen inside a transaction, the locks of the ticks it was writing:
+the process that takes the lease over would wait on those same eventIds until the frozen
+one resumed. On PostgreSQL the tick thread's connections therefore end a transaction left
+idle for ``FROZEN_TRANSACTION_SECONDS`` (``bound_frozen_transactions``): the server rolls
+it back and drops the session, the successor writes the ticks, and the frozen process,
+resumed, finds its connection closed and its lease gone.
 """
 
 import logging
 import os
 import secrets
 import socket
+import threading
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.db import connection
+from django.db.backends.signals import connection_created
 
 from runtime import clock
 from runtime.clock import sql_instant
@@ -33,6 +44,35 @@ LEASE_NAME = "ticks"
 #: How long a renewal holds the lease (seconds, on the database's clock). With one-second
 #: iterations a dead holder is replaced within this plus one second: at most 4 s.
 LEASE_SECONDS = 3
+#: A tick-thread transaction idle this long (seconds) is ended by PostgreSQL: twice the
+#: lease, so a successor is writing by then; a live tick thread's transactions are a few
+#: statements milliseconds apart.
+FROZEN_TRANSACTION_SECONDS = 2 * LEASE_SECONDS
+
+_bounded = threading.local()
+
+
+@contextmanager
+def bound_frozen_transactions():
+    """Within this block, each PostgreSQL connection this thread opens ends a transaction
+    left idle for ``FROZEN_TRANSACTION_SECONDS`` (``idle_in_transaction_session_timeout``,
+    set once per connection as it opens). Nothing on SQLite, where a transaction holds the
+    write turn in the kernel (``runtime.sqlite_backend``), which a frozen process keeps."""
+    _bounded.on = True
+    try:
+        yield
+    finally:
+        _bounded.on = False
+
+
+def _bound_on_open(sender, connection, **kwargs) -> None:
+    if getattr(_bounded, "on", False) and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+                           [f"{FROZEN_TRANSACTION_SECONDS * 1000}"])
+
+
+connection_created.connect(_bound_on_open, dispatch_uid="schedules.emitter.bound_frozen_transactions")
 
 
 def holder_name() -> str:
