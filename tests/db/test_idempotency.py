@@ -7,12 +7,12 @@ import pytest
 
 from runtime.models import Door, Event, JournalEntry, Proposal, Run, RunStatus
 from runtime.services.admission import admit_event
-from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
+from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal, superseded_by
 from runtime.services.idempotency import held_keys, key_held, release_after_finish, release_idempotency_key
 from runtime.services.planning import plan_pending
 from runtime.services.runs import claim_next_run, fail_attempt
 from tests.conftest import SHA, at
-from tests.helpers import inject, step, tick
+from tests.helpers import finish_active_runs, inject, step, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -177,6 +177,23 @@ def test_a_superseded_proposal_keeps_its_key(registry_files, approver):
     older.refresh_from_db()
     assert (older.status, older.key_released_at) == ("superseded", None)
     assert not JournalEntry.objects.filter(action="idempotency_key_released").exists()
+
+
+def test_superseded_by_names_the_proposals_each_approval_superseded_oldest_first(registry_files, approver):
+    registry_files.write_config("schedule.yaml", "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n")
+    for instant in ("2026-11-30T21:00:10Z", "2026-11-30T22:00:10Z", "2026-11-30T23:00:10Z", "2026-12-01T00:00:10Z",
+                    "2026-12-01T01:00:10Z"):
+        tick(instant)
+    first, second, third, fourth, fifth = Proposal.objects.order_by("id")
+    approve_proposal(third.pk, user=approver, now=at("2026-12-01T01:01:00Z"))
+    finish_active_runs()
+    approve_proposal(fifth.pk, user=approver, now=at("2026-12-01T01:02:00Z"))
+    assert superseded_by(third) == [first.pk, second.pk]
+    assert superseded_by(fifth) == [fourth.pk]
+    assert (superseded_by(first), superseded_by(fourth)) == ([], [])
+    inject("op-merge-7", "factory.merge-apply.requested", APPLY)
+    plan_pending(now=NOW)
+    assert superseded_by(Proposal.objects.get(event__uid="op-merge-7")) == []
 
 
 def test_a_filled_key_too_long_for_the_table_is_refused_with_its_length(registry_files):
