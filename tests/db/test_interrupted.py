@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from runtime.models import Event, JournalEntry, Proposal, Run
+from runtime.services import interrupted
 from runtime.services.approval import ApprovalRefused, approve_proposal
 from runtime.services.interrupted import RunDecisionRefused, close_run, retry_run
 from runtime.services.runs import claim_next_run, expire_leases, fail_attempt, start_run
@@ -72,6 +73,29 @@ def test_retry_queues_one_new_attempt_journaled_with_the_operator(reaper_run, ap
         ("run_retried", "operator", "alice", {"via": "cli", "osUser": "ops", "attempt": 1, "maxAttempts": 2})
     ]
     assert claim_next_run(worker="w2", now=NOW, lease_seconds=60).attempt == 2
+
+
+def test_a_retried_run_is_queued_at_the_instant_of_the_retry(reaper_run, approver):
+    interrupt(reaper_run)
+    later = NOW + timedelta(minutes=9)
+    retried = retry_run(reaper_run.pk, user=approver, now=later)
+    assert (retried.status, retried.queued_at, retried.worker) == ("queued", later, "")
+
+
+def test_a_retry_that_another_decision_overtook_is_refused_and_journals_nothing(reaper_run, approver, monkeypatch):
+    interrupt(reaper_run)
+    found = interrupted._interrupted_run
+
+    def closed_meanwhile(run_id):
+        run = found(run_id)
+        Run.objects.filter(pk=run_id).update(status="abandoned")  # another operator's close, between the read and the update
+        return run
+
+    monkeypatch.setattr(interrupted, "_interrupted_run", closed_meanwhile)
+    with pytest.raises(RunDecisionRefused) as refused:
+        retry_run(reaper_run.pk, user=approver, now=NOW)
+    assert (refused.value.code, refused.value.detail) == ("not_interrupted", f"run {reaper_run.pk} was decided meanwhile")
+    assert journal(reaper_run, "run_retried") == []
 
 
 def test_retry_with_the_budget_spent_grants_exactly_one_more_attempt(reaper_run, approver):
