@@ -82,6 +82,14 @@ def test_a_retried_run_is_queued_at_the_instant_of_the_retry(reaper_run, approve
     assert (retried.status, retried.queued_at, retried.worker) == ("queued", later, "")
 
 
+def test_a_retry_made_with_an_api_token_journals_the_tokens_label(reaper_run, approver):
+    interrupt(reaper_run)
+    retry_run(reaper_run.pk, user=approver, now=NOW, via="api", token_label="alice's laptop")
+    assert journal(reaper_run, "run_retried") == [
+        ("run_retried", "operator", "alice", {"via": "api", "tokenLabel": "alice's laptop", "attempt": 1, "maxAttempts": 2})
+    ]
+
+
 def test_a_retry_that_another_decision_overtook_is_refused_and_journals_nothing(reaper_run, approver, monkeypatch):
     interrupt(reaper_run)
     found = interrupted._interrupted_run
