@@ -350,3 +350,27 @@ def test_a_ticks_run_keeps_its_key_whatever_its_outcome(two_runs):
     registry = registry_releasing(run.definition, "WAIT")
     assert release_after_finish(run, RunStatus.SUCCEEDED, "WAIT", now=LATER, registry=registry) is False
     assert released_at(first) == (None, None) and releases() == []
+
+
+def test_a_rejection_records_the_operator_the_instant_and_the_note_and_refuses_a_second(registry_files, approver):
+    inject("op-merge-7", "factory.merge-apply.requested", apply(7))
+    inject("op-merge-8", "factory.merge-apply.requested", apply(8))
+    plan_pending(now=NOW)
+    first, second = (Proposal.objects.get(event__uid=uid) for uid in ("op-merge-7", "op-merge-8"))
+    assert reject_proposal(first.pk, user=approver, now=LATER).pk == first.pk
+    reject_proposal(second.pk, user=approver, now=LATER, note="not this one")
+    decided = Proposal.objects.filter(pk__in=[first.pk, second.pk]).order_by("id").values_list(
+        "status", "actor", "decided_by__username", "decided_at", "note")
+    assert list(decided) == [("rejected", "operator", "alice", LATER, ""), ("rejected", "operator", "alice", LATER, "not this one")]
+    assert list(JournalEntry.objects.filter(action="proposal_rejected").order_by("id").values_list(
+        "actor", "actor_name", "event_id", "proposal_id", "data")) == [
+        ("operator", "alice", first.event_id, first.pk, {"via": "admin"}),
+        ("operator", "alice", second.event_id, second.pk, {"via": "admin", "note": "not this one"}),
+    ]
+    with pytest.raises(ApprovalRefused) as refused:
+        reject_proposal(first.pk, user=approver, now=LATER + timedelta(minutes=1))
+    assert (refused.value.code, refused.value.detail) == ("not_pending", f"proposal {first.pk} is rejected, not pending")
+    with pytest.raises(ApprovalRefused) as refused:
+        reject_proposal(10**6, user=approver, now=LATER)
+    assert (refused.value.code, refused.value.status, refused.value.detail) == ("not_found", 404, "there is no proposal 1000000")
+    assert Proposal.objects.get(pk=first.pk).decided_at == LATER
