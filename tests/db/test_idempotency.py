@@ -358,14 +358,15 @@ def test_a_rejection_records_the_operator_the_instant_and_the_note_and_refuses_a
     plan_pending(now=NOW)
     first, second = (Proposal.objects.get(event__uid=uid) for uid in ("op-merge-7", "op-merge-8"))
     assert reject_proposal(first.pk, user=approver, now=LATER).pk == first.pk
-    reject_proposal(second.pk, user=approver, now=LATER, note="not this one")
+    reject_proposal(second.pk, user=approver, now=LATER, note="not this one", via="api", token_label="alice's laptop")
     decided = Proposal.objects.filter(pk__in=[first.pk, second.pk]).order_by("id").values_list(
         "status", "actor", "decided_by__username", "decided_at", "note")
     assert list(decided) == [("rejected", "operator", "alice", LATER, ""), ("rejected", "operator", "alice", LATER, "not this one")]
     assert list(JournalEntry.objects.filter(action="proposal_rejected").order_by("id").values_list(
         "actor", "actor_name", "event_id", "proposal_id", "data")) == [
         ("operator", "alice", first.event_id, first.pk, {"via": "admin"}),
-        ("operator", "alice", second.event_id, second.pk, {"via": "admin", "note": "not this one"}),
+        ("operator", "alice", second.event_id, second.pk,
+         {"via": "api", "tokenLabel": "alice's laptop", "note": "not this one"}),
     ]
     with pytest.raises(ApprovalRefused) as refused:
         reject_proposal(first.pk, user=approver, now=LATER + timedelta(minutes=1))
