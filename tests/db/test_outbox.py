@@ -8,6 +8,7 @@ from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
 from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
 from runtime.services.backlog import Backlog
+from runtime.services.outbox import mark_refused
 from tests.conftest import at
 from tests.helpers import inject, step
 
@@ -141,3 +142,18 @@ def test_a_contract_violation_fails_the_run_before_any_edge(fake_agents, script)
     assert (run.status, run.outcome, run.reason) == ("failed", "FAILED", "output_contract_violation")
     assert not OutboxEntry.objects.exists() and Event.objects.count() == 1
     assert JournalEntry.objects.get(action="run_failed").data["violations"]
+
+
+def test_a_row_another_publisher_settled_first_is_not_refused_again(fake_agents, approver):
+    finished_dispatch(fake_agents, approver)
+    first, second = OutboxEntry.objects.order_by("position")
+    OutboxEntry.objects.filter(pk=first.pk).update(status="published", settled_at=at("2026-11-30T10:01:10Z"))  # another publisher, first
+    errors = [{"code": "invalid_payload", "detail": "no"}]
+    assert mark_refused(first, errors, now=at("2026-11-30T10:01:30Z")) is False
+    assert mark_refused(second, errors, now=at("2026-11-30T10:01:30Z")) is True
+    assert list(OutboxEntry.objects.order_by("position").values_list("status", "refusal")) == [
+        ("published", None), ("refused", errors),
+    ]
+    assert list(JournalEntry.objects.filter(action="chain_refused").values_list("data__eventId", flat=True)) == [
+        second.event_uid,
+    ]
