@@ -8,7 +8,7 @@ from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
 from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
 from runtime.services.backlog import Backlog
-from runtime.services.outbox import mark_refused
+from runtime.services.outbox import mark_published, mark_refused
 from tests.conftest import at
 from tests.helpers import inject, step
 
@@ -144,7 +144,7 @@ def test_a_contract_violation_fails_the_run_before_any_edge(fake_agents, script)
     assert JournalEntry.objects.get(action="run_failed").data["violations"]
 
 
-def test_a_row_another_publisher_settled_first_is_not_refused_again(fake_agents, approver):
+def test_a_row_another_publisher_settled_first_is_not_refused_again(fake_agents, approver, caplog):
     finished_dispatch(fake_agents, approver)
     first, second = OutboxEntry.objects.order_by("position")
     OutboxEntry.objects.filter(pk=first.pk).update(status="published", settled_at=at("2026-11-30T10:01:10Z"))  # another publisher, first
@@ -154,6 +154,22 @@ def test_a_row_another_publisher_settled_first_is_not_refused_again(fake_agents,
     assert list(OutboxEntry.objects.order_by("position").values_list("status", "refusal")) == [
         ("published", None), ("refused", errors),
     ]
-    assert list(JournalEntry.objects.filter(action="chain_refused").values_list("data__eventId", flat=True)) == [
-        second.event_uid,
+    assert list(JournalEntry.objects.filter(action="chain_refused").values_list("run_id", "data")) == [
+        (second.run_id, {"eventId": second.event_uid, "type": second.envelope["type"], "errors": errors}),
     ]
+    (logged,) = [r for r in caplog.records if r.name == "runtime.services.outbox"]
+    assert (logged.levelname, logged.getMessage()) == (
+        "ERROR", f"chain event {second.event_uid} refused at admission: {errors}",
+    )
+    assert (logged.action, logged.eventId, logged.run) == ("chain_refused", second.event_uid, second.run_id)
+
+
+def test_marking_published_counts_the_rows_it_settled_and_tells_duplicates(fake_agents, approver):
+    finished_dispatch(fake_agents, approver)
+    first, second = OutboxEntry.objects.order_by("position")
+    now = at("2026-11-30T10:01:30Z")
+    assert mark_published([first, second], {first.event_uid: 1}, now=now) == 2
+    assert list(OutboxEntry.objects.order_by("position").values_list("status", "duplicate", "settled_at")) == [
+        ("published", False, now), ("published", True, now),
+    ]
+    assert mark_published([first, second], {first.event_uid: 1}, now=now) == 0
