@@ -5,6 +5,8 @@ from unittest import mock
 import pytest
 
 from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
+from runtime.registry import get_registry
+from runtime.services import outbox
 from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
 from runtime.services.backlog import Backlog
@@ -173,3 +175,17 @@ def test_marking_published_counts_the_rows_it_settled_and_tells_duplicates(fake_
         ("published", False, now), ("published", True, now),
     ]
     assert mark_published([first, second], {first.event_uid: 1}, now=now) == 0
+
+
+def test_an_iteration_settles_at_most_its_limit_across_chunks(fake_agents, approver, monkeypatch):
+    run = finished_dispatch(fake_agents, approver)
+    first = OutboxEntry.objects.get(position=0)
+    for position in range(2, 5):  # three more pending rows of the same kind
+        envelope = {**first.envelope, "eventId": f"chain:{run.pk}:{position}"}
+        OutboxEntry.objects.create(run=run, position=position, event_uid=envelope["eventId"], envelope=envelope,
+                                   created_at=first.created_at)
+    monkeypatch.setattr(outbox, "CHUNK", 2)
+    assert outbox.publish_outbox(now=at("2026-11-30T10:01:30Z"), registry=get_registry(), limit=3) == 3
+    assert list(OutboxEntry.objects.order_by("position").values_list("position", "status")) == [
+        (0, "published"), (1, "published"), (2, "published"), (3, "pending"), (4, "pending"),
+    ]
