@@ -7,12 +7,12 @@ import pytest
 
 from runtime.models import Door, Event, JournalEntry, Proposal, Run, RunStatus
 from runtime.services.admission import admit_event
-from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal
+from runtime.services.approval import ApprovalRefused, approve_proposal, reject_proposal, superseded_by
 from runtime.services.idempotency import held_keys, key_held, release_after_finish, release_idempotency_key
 from runtime.services.planning import plan_pending
 from runtime.services.runs import claim_next_run, fail_attempt
 from tests.conftest import SHA, at
-from tests.helpers import inject, step, tick
+from tests.helpers import finish_active_runs, inject, step, tick
 
 pytestmark = pytest.mark.django_db
 
@@ -179,6 +179,23 @@ def test_a_superseded_proposal_keeps_its_key(registry_files, approver):
     assert not JournalEntry.objects.filter(action="idempotency_key_released").exists()
 
 
+def test_superseded_by_names_the_proposals_each_approval_superseded_oldest_first(registry_files, approver):
+    registry_files.write_config("schedule.yaml", "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n")
+    for instant in ("2026-11-30T21:00:10Z", "2026-11-30T22:00:10Z", "2026-11-30T23:00:10Z", "2026-12-01T00:00:10Z",
+                    "2026-12-01T01:00:10Z"):
+        tick(instant)
+    first, second, third, fourth, fifth = Proposal.objects.order_by("id")
+    approve_proposal(third.pk, user=approver, now=at("2026-12-01T01:01:00Z"))
+    finish_active_runs()
+    approve_proposal(fifth.pk, user=approver, now=at("2026-12-01T01:02:00Z"))
+    assert superseded_by(third) == [first.pk, second.pk]
+    assert superseded_by(fifth) == [fourth.pk]
+    assert (superseded_by(first), superseded_by(fourth)) == ([], [])
+    inject("op-merge-7", "factory.merge-apply.requested", APPLY)
+    plan_pending(now=NOW)
+    assert superseded_by(Proposal.objects.get(event__uid="op-merge-7")) == []
+
+
 def test_a_filled_key_too_long_for_the_table_is_refused_with_its_length(registry_files):
     registry_files.write("schemas/note.json", {"type": "object", "properties": {"text": {"type": "string"}}})
     registry_files.write("definitions/note@1.json", {
@@ -333,3 +350,28 @@ def test_a_ticks_run_keeps_its_key_whatever_its_outcome(two_runs):
     registry = registry_releasing(run.definition, "WAIT")
     assert release_after_finish(run, RunStatus.SUCCEEDED, "WAIT", now=LATER, registry=registry) is False
     assert released_at(first) == (None, None) and releases() == []
+
+
+def test_a_rejection_records_the_operator_the_instant_and_the_note_and_refuses_a_second(registry_files, approver):
+    inject("op-merge-7", "factory.merge-apply.requested", apply(7))
+    inject("op-merge-8", "factory.merge-apply.requested", apply(8))
+    plan_pending(now=NOW)
+    first, second = (Proposal.objects.get(event__uid=uid) for uid in ("op-merge-7", "op-merge-8"))
+    assert reject_proposal(first.pk, user=approver, now=LATER).pk == first.pk
+    reject_proposal(second.pk, user=approver, now=LATER, note="not this one", via="api", token_label="alice's laptop")
+    decided = Proposal.objects.filter(pk__in=[first.pk, second.pk]).order_by("id").values_list(
+        "status", "actor", "decided_by__username", "decided_at", "note")
+    assert list(decided) == [("rejected", "operator", "alice", LATER, ""), ("rejected", "operator", "alice", LATER, "not this one")]
+    assert list(JournalEntry.objects.filter(action="proposal_rejected").order_by("id").values_list(
+        "actor", "actor_name", "event_id", "proposal_id", "data")) == [
+        ("operator", "alice", first.event_id, first.pk, {"via": "admin"}),
+        ("operator", "alice", second.event_id, second.pk,
+         {"via": "api", "tokenLabel": "alice's laptop", "note": "not this one"}),
+    ]
+    with pytest.raises(ApprovalRefused) as refused:
+        reject_proposal(first.pk, user=approver, now=LATER + timedelta(minutes=1))
+    assert (refused.value.code, refused.value.detail) == ("not_pending", f"proposal {first.pk} is rejected, not pending")
+    with pytest.raises(ApprovalRefused) as refused:
+        reject_proposal(10**6, user=approver, now=LATER)
+    assert (refused.value.code, refused.value.status, refused.value.detail) == ("not_found", 404, "there is no proposal 1000000")
+    assert Proposal.objects.get(pk=first.pk).decided_at == LATER

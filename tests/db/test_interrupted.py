@@ -2,12 +2,14 @@
 
 import getpass
 import io
+import logging
 from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 
 from runtime.models import Event, JournalEntry, Proposal, Run
+from runtime.services import interrupted
 from runtime.services.approval import ApprovalRefused, approve_proposal
 from runtime.services.interrupted import RunDecisionRefused, close_run, retry_run
 from runtime.services.runs import claim_next_run, expire_leases, fail_attempt, start_run
@@ -74,6 +76,38 @@ def test_retry_queues_one_new_attempt_journaled_with_the_operator(reaper_run, ap
     assert claim_next_run(worker="w2", now=NOW, lease_seconds=60).attempt == 2
 
 
+def test_a_retried_run_is_queued_at_the_instant_of_the_retry(reaper_run, approver):
+    interrupt(reaper_run)
+    later = NOW + timedelta(minutes=9)
+    retried = retry_run(reaper_run.pk, user=approver, now=later)
+    assert (retried.status, retried.queued_at, retried.worker) == ("queued", later, "")
+
+
+def test_a_retry_made_with_an_api_token_journals_the_tokens_label(reaper_run, approver):
+    interrupt(reaper_run)
+    retry_run(reaper_run.pk, user=approver, now=NOW, via="api", token_label="alice's laptop")
+    assert journal(reaper_run, "run_retried") == [
+        ("run_retried", "operator", "alice", {"via": "api", "tokenLabel": "alice's laptop", "attempt": 1, "maxAttempts": 2})
+    ]
+
+
+@pytest.mark.parametrize("decide", [retry_run, close_run])
+def test_a_decision_that_another_overtook_is_refused_and_journals_nothing(reaper_run, approver, monkeypatch, decide):
+    interrupt(reaper_run)
+    found = interrupted._interrupted_run
+
+    def closed_meanwhile(run_id):
+        run = found(run_id)
+        Run.objects.filter(pk=run_id).update(status="abandoned")  # another operator's close, between the read and the update
+        return run
+
+    monkeypatch.setattr(interrupted, "_interrupted_run", closed_meanwhile)
+    with pytest.raises(RunDecisionRefused) as refused:
+        decide(reaper_run.pk, user=approver, now=NOW)
+    assert (refused.value.code, refused.value.detail) == ("not_interrupted", f"run {reaper_run.pk} was decided meanwhile")
+    assert journal(reaper_run, "run_retried", "run_closed") == []
+
+
 def test_retry_with_the_budget_spent_grants_exactly_one_more_attempt(reaper_run, approver):
     interrupt(reaper_run)
     retry_run(reaper_run.pk, user=approver, now=NOW)
@@ -100,6 +134,19 @@ def test_close_ends_the_run_with_the_note_and_frees_the_loop(reaper_run, approve
     )
     tick("2026-11-30T22:00:10Z")
     assert Event.objects.get(uid="clock:reaper:2026-11-30T22:00:00Z").planning_outcome == "PROPOSED"
+
+
+def test_a_close_is_logged_and_journals_the_api_tokens_label(reaper_run, approver, caplog):
+    interrupt(reaper_run)
+    with caplog.at_level(logging.INFO, logger="runtime.services.interrupted"):
+        close_run(reaper_run.pk, user=approver, now=NOW, via="api", token_label="alice's laptop")
+    assert journal(reaper_run, "run_closed") == [
+        ("run_closed", "operator", "alice", {"via": "api", "tokenLabel": "alice's laptop"})
+    ]
+    (logged,) = [r for r in caplog.records if r.name == "runtime.services.interrupted"]
+    assert (logged.getMessage(), logged.action, logged.run) == (
+        f"interrupted run {reaper_run.pk} closed by alice via api", "run_closed", reaper_run.pk,
+    )
 
 
 def test_a_note_over_2000_characters_is_refused_and_the_run_stays_interrupted(reaper_run, approver):
@@ -131,7 +178,7 @@ def test_deciding_needs_the_permission_and_an_interrupted_run(reaper_run, viewer
     assert (refused.value.code, refused.value.status) == ("permission_denied", 403)
     with pytest.raises(RunDecisionRefused) as refused:
         decide(10**6, user=approver, now=NOW)
-    assert (refused.value.code, refused.value.status) == ("not_found", 404)
+    assert (refused.value.code, refused.value.status, refused.value.detail) == ("not_found", 404, "there is no run 1000000")
     assert isinstance(refused.value, ApprovalRefused)
     assert Run.objects.get(pk=reaper_run.pk).status == "interrupted"
     assert not JournalEntry.objects.filter(action__in=["run_retried", "run_closed"]).exists()

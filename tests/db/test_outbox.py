@@ -5,9 +5,12 @@ from unittest import mock
 import pytest
 
 from runtime.models import Door, Event, JournalEntry, OutboxEntry, Proposal, Run
+from runtime.registry import get_registry
+from runtime.services import outbox
 from runtime.services.admission import admit_event
 from runtime.services.approval import approve_proposal
 from runtime.services.backlog import Backlog
+from runtime.services.outbox import mark_published, mark_refused
 from tests.conftest import at
 from tests.helpers import inject, step
 
@@ -141,3 +144,48 @@ def test_a_contract_violation_fails_the_run_before_any_edge(fake_agents, script)
     assert (run.status, run.outcome, run.reason) == ("failed", "FAILED", "output_contract_violation")
     assert not OutboxEntry.objects.exists() and Event.objects.count() == 1
     assert JournalEntry.objects.get(action="run_failed").data["violations"]
+
+
+def test_a_row_another_publisher_settled_first_is_not_refused_again(fake_agents, approver, caplog):
+    finished_dispatch(fake_agents, approver)
+    first, second = OutboxEntry.objects.order_by("position")
+    OutboxEntry.objects.filter(pk=first.pk).update(status="published", settled_at=at("2026-11-30T10:01:10Z"))  # another publisher, first
+    errors = [{"code": "invalid_payload", "detail": "no"}]
+    assert mark_refused(first, errors, now=at("2026-11-30T10:01:30Z")) is False
+    assert mark_refused(second, errors, now=at("2026-11-30T10:01:30Z")) is True
+    assert list(OutboxEntry.objects.order_by("position").values_list("status", "refusal")) == [
+        ("published", None), ("refused", errors),
+    ]
+    assert list(JournalEntry.objects.filter(action="chain_refused").values_list("run_id", "data")) == [
+        (second.run_id, {"eventId": second.event_uid, "type": second.envelope["type"], "errors": errors}),
+    ]
+    (logged,) = [r for r in caplog.records if r.name == "runtime.services.outbox"]
+    assert (logged.levelname, logged.getMessage()) == (
+        "ERROR", f"chain event {second.event_uid} refused at admission: {errors}",
+    )
+    assert (logged.action, logged.eventId, logged.run) == ("chain_refused", second.event_uid, second.run_id)
+
+
+def test_marking_published_counts_the_rows_it_settled_and_tells_duplicates(fake_agents, approver):
+    finished_dispatch(fake_agents, approver)
+    first, second = OutboxEntry.objects.order_by("position")
+    now = at("2026-11-30T10:01:30Z")
+    assert mark_published([first, second], {first.event_uid: 1}, now=now) == 2
+    assert list(OutboxEntry.objects.order_by("position").values_list("status", "duplicate", "settled_at")) == [
+        ("published", False, now), ("published", True, now),
+    ]
+    assert mark_published([first, second], {first.event_uid: 1}, now=now) == 0
+
+
+def test_an_iteration_settles_at_most_its_limit_across_chunks(fake_agents, approver, monkeypatch):
+    run = finished_dispatch(fake_agents, approver)
+    first = OutboxEntry.objects.get(position=0)
+    for position in range(2, 5):  # three more pending rows of the same kind
+        envelope = {**first.envelope, "eventId": f"chain:{run.pk}:{position}"}
+        OutboxEntry.objects.create(run=run, position=position, event_uid=envelope["eventId"], envelope=envelope,
+                                   created_at=first.created_at)
+    monkeypatch.setattr(outbox, "CHUNK", 2)
+    assert outbox.publish_outbox(now=at("2026-11-30T10:01:30Z"), registry=get_registry(), limit=3) == 3
+    assert list(OutboxEntry.objects.order_by("position").values_list("position", "status")) == [
+        (0, "published"), (1, "published"), (2, "published"), (3, "pending"), (4, "pending"),
+    ]
