@@ -32,9 +32,23 @@ class SignatureRefused(Refused):
     status = 401
 
 
-def _check(secret: str, message: bytes, provided: str) -> None:
-    if not signature_matches(secret, message, provided):
-        raise SignatureRefused("bad_signature", "the signature does not match the body under the configured secret")
+#: The one form a signature header takes (GitHub's, and ``lib.signing.sign``'s).
+SIGNATURE_FORM = re.compile(r"sha256=[0-9a-f]{64}")
+
+
+def _check(secret: str, message: bytes, provided: str, *, body: bytes) -> None:
+    """Raise ``bad_signature`` unless ``provided`` signs ``message``; the detail says when the
+    header is not of the one form, or the body arrived empty, rather than blame the secret."""
+    if signature_matches(secret, message, provided):
+        return
+    if not SIGNATURE_FORM.fullmatch(provided.strip()):
+        detail = "the signature is not sha256= followed by 64 lower-case hex digits"
+    elif not body:
+        detail = ("the body arrived empty, which no signature matches: a request without Content-Length "
+                  "(chunked transfer encoding) is read as empty; send the length")
+    else:
+        detail = "the signature does not match the body under the configured secret"
+    raise SignatureRefused("bad_signature", detail)
 
 
 def verify_factory_signature(
@@ -57,7 +71,7 @@ def verify_factory_signature(
     timestamp = timestamp.strip()
     if not TIMESTAMP_PATTERN.fullmatch(timestamp):
         raise SignatureRefused("bad_timestamp", "X-Factory-Timestamp must be unix seconds: 1 to 12 digits, nothing else")
-    _check(secret, timestamp.encode("ascii") + b"." + body, signature)
+    _check(secret, timestamp.encode("ascii") + b"." + body, signature, body=body)
     skew = int(timestamp) - int(now.timestamp())
     if abs(skew) > TIMESTAMP_TOLERANCE_SECONDS:
         direction = "in the future" if skew > 0 else "old"
@@ -86,4 +100,4 @@ def verify_github_signature(secret: str, *, signature_256: str | None, signature
                 "(set a secret on the webhook so GitHub sends it)",
             )
         raise SignatureRefused("missing_signature", "X-Hub-Signature-256 (sha256=<hex>) is required")
-    _check(secret, body, signature_256)
+    _check(secret, body, signature_256, body=body)

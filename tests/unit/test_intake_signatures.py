@@ -104,3 +104,31 @@ def test_a_signature_that_is_not_ascii_or_not_even_encodable_is_no_match_never_a
 
 def test_a_signature_matches_with_blanks_around_it():
     assert signature_matches("s", b"body", f"  {sign('s', b'body')}\n") is True
+
+
+def refusal_detail(check, *args, **kwargs) -> tuple[str, str]:
+    with pytest.raises(SignatureRefused) as caught:
+        check(*args, **kwargs)
+    return caught.value.code, caught.value.detail
+
+
+@pytest.mark.parametrize("provided", [
+    "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",  # no sha256=
+    "sha256=757107EA0EB2509FC211221CCE984B8A37570B6D7586C22C46F4379C8B043E17",  # upper case
+    "sha1=757107ea0eb2509fc211221cce984b8a37570b6d",
+    "sha256=757107ea",
+])
+def test_a_signature_of_another_form_is_refused_for_its_form_not_the_secret(provided):
+    assert refusal_detail(verify_github_signature, "It's a Secret to Everybody", signature_256=provided,
+                          signature_1=None, body=b"Hello, World!") == (
+        "bad_signature", "the signature is not sha256= followed by 64 lower-case hex digits")
+
+
+def test_an_empty_body_is_named_as_the_likely_cause():
+    signature = sign("s", b"1764536400.{}")
+    assert refusal_detail(verify_factory_signature, "s", timestamp="1764536400", signature=signature, body=b"",
+                          now=NOW) == (
+        "bad_signature", "the body arrived empty, which no signature matches: a request without Content-Length "
+        "(chunked transfer encoding) is read as empty; send the length")
+    assert refusal_detail(verify_github_signature, "s", signature_256=sign("t", b"x"), signature_1=None, body=b"x") == (
+        "bad_signature", "the signature does not match the body under the configured secret")
