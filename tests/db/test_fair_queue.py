@@ -86,3 +86,18 @@ def test_the_claim_uses_the_queued_runs_partial_index_on_sqlite(registry_files):
         cursor.execute("EXPLAIN QUERY PLAN " + claimable_query(lock=False))
         plan = [row[-1] for row in cursor.fetchall()]
     assert plan[0] == "SCAN run USING INDEX run_queued_idx"
+
+
+def test_a_locking_pick_ends_with_postgresqls_skip_locked_row_lock_and_a_plain_one_with_nothing():
+    plain, locking = claimable_query(lock=False), claimable_query(lock=True)
+    assert plain.endswith("ORDER BY COALESCE(lane.turn, 0), run.id LIMIT 1")
+    assert locking == plain + " FOR UPDATE OF run SKIP LOCKED"
+
+
+def test_next_claimable_asks_for_the_lock_it_is_told(monkeypatch):
+    from runtime.services import queue
+
+    asked = []
+    monkeypatch.setattr(queue, "claimable_query", lambda *, lock: asked.append(lock) or "SELECT 7, 'door:github'")
+    assert (next_claimable(lock=True), next_claimable(lock=False)) == ((7, "door:github"), (7, "door:github"))
+    assert asked == [True, False]
