@@ -189,3 +189,20 @@ def test_an_iteration_settles_at_most_its_limit_across_chunks(fake_agents, appro
     assert list(OutboxEntry.objects.order_by("position").values_list("position", "status")) == [
         (0, "published"), (1, "published"), (2, "published"), (3, "pending"), (4, "pending"),
     ]
+
+
+def test_the_backlog_says_which_of_its_two_kinds_of_work_waits_and_when(fake_agents, approver):
+    from runtime import clock
+    from runtime.services.backlog import backlog, backlog_now
+
+    assert backlog() == Backlog(outbox=False, events=False)
+    finished_dispatch(fake_agents, approver)
+    assert backlog() == Backlog(outbox=True, events=False)
+    inject("op-2", "factory.dispatch.requested", {"repo": "alpha", "ticket": "DEMO-2", "evidence": {}})
+    assert backlog() == backlog_now()[1] == Backlog(outbox=True, events=True)
+    OutboxEntry.objects.update(status="published", settled_at=at("2026-11-30T10:01:30Z"))
+    before = clock.database_now()
+    now, waiting = backlog_now()
+    assert waiting == Backlog(outbox=False, events=True)
+    assert now.tzinfo is not None and now.utcoffset().total_seconds() == 0
+    assert before <= now <= clock.database_now()
