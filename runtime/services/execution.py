@@ -278,8 +278,9 @@ def work_one(*, worker: str, stop: threading.Event | None = None) -> bool:
     """Expire stale leases, then claim and execute one run. True when a run was handled.
 
     One database instant serves the sweep and the claim; when neither may have work
-    (``waiting_work``) that is all, and the sweep runs only when a lease has expired. The registry is re-read before the sweep when a file changed, so output contracts and chain edges are those in force, not
-    those of the worker's start (a bad change on disk keeps the last good registry, as
+    (``waiting_work``) that is all, and the sweep runs only when a lease has expired. The
+    registry is re-read before the sweep when a file changed, so output contracts and chain
+    edges are those in force, not those of the worker's start (a bad change on disk keeps the last good registry, as
     in the slot loop). ``stop`` is the worker's stop request (``execute_run``).
     """
     lease_started = time.monotonic()
