@@ -7,7 +7,8 @@ mtime, size); a reload whose bytes did not change costs only reading them, since
 ``load_registry`` memoises by content.
 
 ``refresh()`` looks at the files every time it is called (the slot loop, once an
-iteration; the doctor and the commands, once each). ``get_registry()`` — the hot paths:
+iteration; the doctor and the commands, once each), unless the kernel said nothing
+changed since its last look (``change_notice``: inotify; a look at least every 5 s). ``get_registry()`` — the hot paths:
 every intake request, admission, the worker, the web pages and the API — looks at most once every
 ``CHANGE_CHECK_SECONDS`` per process, and ``current()`` never does (it only loads the
 first registry), so a request does not walk the registry directory.
@@ -35,6 +36,7 @@ from django.conf import settings
 
 from lib.processes import SUPERVISOR_PID_VARIABLE
 
+from .change_notice import ChangeNotice
 from .files import snapshot
 from .loader import load_registry
 from .model import Registry, RegistryError, RegistryInvalid
@@ -81,6 +83,12 @@ def watched_files(registry_dir: Path, config_dir: Path) -> list[str]:
     return listing[1] + [os.path.join(config_dir, "schedule.yaml"), os.path.join(config_dir, "repos.yaml")]
 
 
+def _listing_directories(registry_dir: str) -> list[str]:
+    """The directories ``watched_files`` last listed under ``registry_dir``."""
+    listing = _listings.get(registry_dir)
+    return [] if listing is None else [directory for directory, _ in listing[0]]
+
+
 def _settled(directories: tuple) -> bool:
     """Every directory still has its recorded mtime, older than ``LISTING_TRUST_SECONDS``."""
     trusted_before = time.time_ns() - int(LISTING_TRUST_SECONDS * 1e9)
@@ -104,6 +112,7 @@ class RegistryStore:
         self._checked_at = float("-inf")
         # The settings' two directories, as written, that ``_registry`` was last returned for.
         self._served_for: tuple | None = None
+        self._notice = ChangeNotice()
 
     def _dirs(self) -> tuple[Path, Path]:
         return Path(settings.FACTORY_REGISTRY_DIR), Path(settings.FACTORY_CONFIG_DIR)
@@ -145,10 +154,17 @@ class RegistryStore:
         os.replace(partial, path)
 
     def refresh(self) -> bool:
-        """Re-read the files if they changed. Returns True when a new registry took effect."""
+        """Re-read the files if they changed. Returns True when a new registry took effect.
+        The files are looked at unless the kernel said nothing changed since the last look
+        (``ChangeNotice``: a watch of their directories; at least every ``LOOK_ANYWAY_SECONDS``)."""
         with self._lock:
-            self._checked_at = time.monotonic()
+            self._checked_at = now = time.monotonic()
+            directories = (str(settings.FACTORY_REGISTRY_DIR), str(settings.FACTORY_CONFIG_DIR))
+            if self._registry is not None and self._notice.quiet(directories, now):
+                return False
             fingerprint = self._fingerprint_now()
+            listed = _listing_directories(fingerprint[0])
+            self._notice.looked(directories, listed, [path for path, *_ in fingerprint[2]], now)
             if fingerprint == self._fingerprint and self._registry is not None:
                 return False
             return self._load(fingerprint, keep_last_good=self._registry is not None)
@@ -192,6 +208,8 @@ class RegistryStore:
         with self._lock:
             self._registry, self._fingerprint, self._errors = None, None, []
             self._checked_at, self._served_for = float("-inf"), None
+            self._notice.close()
+            self._notice = ChangeNotice()
 
 
 store = RegistryStore()
