@@ -156,7 +156,7 @@ RUN_PHASES = ("claim", "start", "command", "finish")
 def run_counts(queue, *, runs: int = 5) -> dict:
     """Statements of the run worker's ``work_one`` on an empty queue (its idle second's
     question), and of ``runs`` runs each claimed and finished by one ``work_one`` in this
-    thread, by phase (the median run): ``claim`` (the clock, ``waiting_work``, the lease
+    thread, by phase (the median run): ``claim`` (``waiting_work``, which reads the clock, the lease
     sweep, ``claim_next_run``), ``start`` (the clock, ``start_run``), ``command`` (what this
     thread sends while the command runs: the lease keeper renews on its own thread, not
     counted) and ``finish`` (the clock, ``finish_run``, in ``write_while_held``). ``queue(n)``

@@ -5,15 +5,23 @@ A stop (SIGTERM, Ctrl-C, the supervisor's death) lets the current run finish wit
 recorded as interrupted (``runtime.services.execution``). The worker then exits.
 
 The worker starts its command spawner (``lib/command_spawner.py``) as it starts, so that its
-first run costs a fork like the others. Each worker also has a preview thread (``run_previews``): previews run beside runs, one
-at a time, so a preview never delays a run and a single worker still previews (docs/design.md
-§8, Previews). A stop kills a running preview's command at once: a preview is advice.
+first run costs a fork like the others. Each worker also has a preview thread (``run_previews``):
+previews run beside runs, one at a time, so a preview never delays a run and a single worker
+still previews (docs/design.md §8, Previews). A stop kills a running preview's command at once:
+a preview is advice.
+
+An idle worker asks the database one question a second (``runs.waiting_work``), for both
+threads: the run thread tells the preview thread whether a preview is open (``PreviewWord``),
+and the preview thread asks for itself only when that word is older than ``WORD_SECONDS``
+(the run thread is running a command, or its database fails).
 """
 
+import functools
 import logging
 import os
 import socket
 import threading
+import time
 
 from django.db import close_old_connections, connections
 
@@ -27,6 +35,31 @@ logger = logging.getLogger(__name__)
 
 #: How long an idle worker waits before it looks at the queue again, in seconds.
 IDLE_SLEEP_SECONDS = 1.0
+#: How long the run thread's word to the preview thread holds, in seconds: it asks every
+#: second when idle, so an older word means it is busy (a run) or failing.
+WORD_SECONDS = 1.5
+
+
+class PreviewWord:
+    """The run thread's last answer to "is a preview open?", for the preview thread. A word is
+    replaced whole, so either thread may read it at any time."""
+
+    def __init__(self) -> None:
+        self._word: tuple[float, bool] = (float("-inf"), True)  # (time.monotonic(), open)
+        self.wanted = threading.Event()
+
+    def tell(self, open_previews: bool) -> None:
+        """The run thread's answer, now; an open preview wakes the preview thread."""
+        self._word = (time.monotonic(), open_previews)
+        if open_previews:
+            self.wanted.set()
+
+    def due(self, looked: float) -> bool:
+        """Whether the preview thread, which last began a look at ``looked`` (``time.monotonic()``),
+        looks now: the word is older than ``WORD_SECONDS``, or it says a preview is open and
+        was given after ``looked``."""
+        at, open_previews = self._word
+        return time.monotonic() - at > WORD_SECONDS or (open_previews and at > looked)
 
 
 def worker_name() -> str:
@@ -44,22 +77,35 @@ def run_worker(*, stop: threading.Event, once: bool = False) -> None:
         logger.error("worker %s: the command spawner could not start (%s); each command run will try again", name,
                      exc, extra={"action": "spawner_failed"})
     logger.info("worker %s started", name, extra={"action": "worker_started"})
-    previews = None
+    previews, word = None, PreviewWord()
     if not once:
-        previews = threading.Thread(target=run_previews, kwargs={"stop": stop}, name="previews", daemon=True)
+        previews = threading.Thread(target=run_previews, kwargs={"stop": stop, "word": word}, name="previews",
+                                    daemon=True)
         previews.start()
-    _loop(work_one, name=name, stop=stop, once=once, what="worker")
+    _loop(functools.partial(work_one, previews=word.tell), name=name, stop=stop, once=once, what="worker")
     if once:
         _loop(preview_one, name=name, stop=stop, once=True, what="preview")
     if previews is not None:
+        word.wanted.set()  # stopping: the preview thread sees ``stop`` now, not at its next second
         previews.join()
     logger.info("worker %s stopped", name, extra={"action": "worker_stopped"})
 
 
-def run_previews(*, stop: threading.Event) -> None:
-    """The preview thread: ``preview_one`` until ``stop`` is set, with its own connection."""
+def run_previews(*, stop: threading.Event, word: PreviewWord) -> None:
+    """The preview thread: ``preview_one`` until ``stop`` is set, with its own connection, when
+    ``word`` says so (``PreviewWord.due``); between two looks it waits for the run thread's
+    word, a second at most."""
+    name = worker_name()
+    failures = FailureStreak(logger, what="preview iteration", action="preview_error")
+    looked = float("-inf")
     try:
-        _loop(preview_one, name=worker_name(), stop=stop, once=False, what="preview")
+        while not stop.is_set():
+            if word.due(looked):
+                looked = time.monotonic()
+                if _step(preview_one, name=name, stop=stop, failures=failures):
+                    continue
+            word.wanted.clear()
+            word.wanted.wait(IDLE_SLEEP_SECONDS)
     finally:
         connections.close_all()
 
@@ -68,15 +114,21 @@ def _loop(step, *, name: str, stop: threading.Event, once: bool, what: str) -> N
     """Call ``step(worker=name, stop=stop)`` until ``stop`` (or, with ``once``, until it did nothing)."""
     failures = FailureStreak(logger, what=f"{what} iteration", action=f"{what}_error")
     while not stop.is_set():
-        close_old_connections()
-        try:
-            did_work = step(worker=name, stop=stop)
-        except DATABASE_ERRORS as exc:
-            failures.failed(exc)
-            did_work = False
-        else:
-            failures.succeeded()
+        did_work = _step(step, name=name, stop=stop, failures=failures)
         if once and not did_work:
             break
         if not did_work:
             stop.wait(IDLE_SLEEP_SECONDS)
+
+
+def _step(step, *, name: str, stop: threading.Event, failures: FailureStreak) -> bool:
+    """``step(worker=name, stop=stop)`` on a usable connection; a database error is counted in
+    ``failures`` and is no work done."""
+    close_old_connections()
+    try:
+        did_work = step(worker=name, stop=stop)
+    except DATABASE_ERRORS as exc:
+        failures.failed(exc)
+        return False
+    failures.succeeded()
+    return did_work

@@ -27,6 +27,10 @@ class PreviewStatus(models.TextChoices):
     NOT_PREVIEWED = "not-previewed"
 
 
+#: A preview not yet finished: waiting or running (the index ``preview_open_idx``).
+OPEN_STATUSES = (PreviewStatus.PENDING, PreviewStatus.RUNNING)
+
+
 class Preview(models.Model):
     """One proposal's dry run: what was asked, by whom, and what the command said it would do.
 

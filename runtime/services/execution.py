@@ -274,22 +274,28 @@ def _record_abort(run: Run, lease: LeaseKeeper, worker: str) -> None:
     )
 
 
-def work_one(*, worker: str, stop: threading.Event | None = None) -> bool:
+def work_one(*, worker: str, stop: threading.Event | None = None,
+             previews: Callable[[bool], None] | None = None) -> bool:
     """Expire stale leases, then claim and execute one run. True when a run was handled.
 
-    One database instant serves the sweep and the claim; when neither may have work
-    (``waiting_work``) that is all, and the sweep runs only when a lease has expired. The
-    registry is re-read before the sweep when a file changed, so output contracts and chain
-    edges are those in force, not those of the worker's start (a bad change on disk keeps the last good registry, as
-    in the slot loop). ``stop`` is the worker's stop request (``execute_run``).
+    One statement (``waiting_work``) reads the database's instant, which serves the sweep and
+    the claim, and says whether there may be work; when there is none that is all (an idle
+    second), and the sweep runs only when a lease has expired. ``previews``, when given, is
+    told whether a preview is open (the worker's preview thread takes that answer instead of
+    asking: ``ops.worker``). The registry is re-read before the sweep when a file changed, so
+    output contracts and chain edges are those in force, not those of the worker's start (a
+    bad change on disk keeps the last good registry, as in the slot loop). ``stop`` is the
+    worker's stop request (``execute_run``).
     """
     lease_started = time.monotonic()
-    now = database_now()
-    queued, expired = waiting_work(now=now)
-    if not (queued or expired):  # an idle second: two statements, no look at the files
+    waiting = waiting_work()
+    if previews is not None:
+        previews(waiting.previews)
+    if not (waiting.queued or waiting.expired):  # an idle second: one statement, no look at the files
         return False
+    now = waiting.now
     store.refresh()
-    if expired:
+    if waiting.expired:
         expire_leases(now=now)
     run = claim_next_run(worker=worker, now=now, lease_seconds=settings.FACTORY_LEASE_SECONDS)
     if run is None:

@@ -29,7 +29,7 @@ from django.db import IntegrityError, connection, transaction
 from lib.refusals import Refused
 from runtime.adapters.fake import scripted_preview
 from runtime.models import Actor, Proposal, ProposalStatus
-from runtime.preview_model import Preview, PreviewStatus
+from runtime.preview_model import OPEN_STATUSES, Preview, PreviewStatus
 from runtime.registry.definitions import PREVIEW_TIMEOUT_SECONDS
 from runtime.registry.model import Definition, Registry, fill_argv, preview_template
 
@@ -45,7 +45,6 @@ REPEAT_SECONDS = 10
 DEADLINE_GRACE_SECONDS = 15
 #: How much of a preview's stdout its row keeps, in bytes (the first of them).
 PREVIEW_STDOUT_BYTES = 16 * 1024
-OPEN_STATUSES = (PreviewStatus.PENDING, PreviewStatus.RUNNING)
 
 
 class PreviewRefused(Refused):

@@ -7,6 +7,7 @@ No transaction here is held across a subprocess or any other I/O.
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -14,8 +15,11 @@ from django.db import IntegrityError, connection, transaction
 
 from runtime.adapters.base import RunResult
 from runtime.adapters.command import KILL_GRACE_SECONDS
+from runtime.clock import instant_of, now_sql
 from runtime.models import Actor, Event, Proposal, Run, RunStatus, run_lane
 from runtime.prepared import instant_param
+from runtime.preview_model import OPEN_STATUSES as OPEN_PREVIEW_STATUSES
+from runtime.preview_model import Preview
 from runtime.registry import Registry, get_registry
 
 from .barriers import barrier_free_sql, lost_barrier_race
@@ -294,29 +298,45 @@ def record_lease_lost(run_id: int, *, worker: str, attempt: int, now: datetime) 
 _waiting_sql: dict[str, str] = {}
 
 
-def waiting_work(*, now: datetime, margin: timedelta | None = None) -> tuple[bool, bool]:
-    """``(queued, expired)``: whether a run is queued, and whether a leased one is past its
-    lease by ``margin`` (as ``expire_leases`` at the same ``now``, which has nothing to do
-    when this says no). One statement of plain SQL built once per process, over
-    ``run_queued_idx`` and ``run_leased_idx`` (their statuses as literals, so SQLite uses
-    them): an idle worker asks it once a second instead of the sweep's and the claim's
-    querysets. ``queued`` may be true when the claim then finds nothing (a run held at its
-    barrier), never the reverse."""
+@dataclass(frozen=True)
+class WaitingWork:
+    """An idle worker's question, answered: the database's instant ``now`` (timezone-aware
+    UTC), whether a run is ``queued``, whether a leased run is past its lease by the margin
+    (``expired``), and whether a preview is open (``previews``: pending or running)."""
+
+    now: datetime
+    queued: bool
+    expired: bool
+    previews: bool
+
+
+def waiting_work(*, margin: timedelta | None = None) -> WaitingWork:
+    """What a worker may have to do, at the database's instant: one statement of plain SQL,
+    built once per process, that reads the clock, ``run_queued_idx``, the earliest lease end
+    of ``run_leased_idx`` and ``preview_open_idx`` (their statuses as literals, so SQLite
+    uses them). An idle worker asks it once a second, and its preview thread takes its
+    answer instead of asking for itself (``ops.worker``). ``expired`` is as
+    ``expire_leases`` at ``now`` and ``margin`` (default
+    ``expiry_margin(FACTORY_LEASE_SECONDS)``) sees it; ``queued`` may be true when the claim
+    then finds nothing (a run held at its barrier), never the reverse."""
     if margin is None:
         margin = expiry_margin(settings.FACTORY_LEASE_SECONDS)
     if connection.vendor not in _waiting_sql:
         quote = connection.ops.quote_name
         table, status = quote(Run._meta.db_table), quote("status")
         leased = ", ".join(f"'{value.value}'" for value in LEASED_STATUSES)
+        open_previews = ", ".join(f"'{value.value}'" for value in OPEN_PREVIEW_STATUSES)
         _waiting_sql[connection.vendor] = (
-            f"SELECT EXISTS (SELECT 1 FROM {table} WHERE {status} = '{RunStatus.QUEUED.value}'),"
-            f" EXISTS (SELECT 1 FROM {table} WHERE {status} IN ({leased}) AND {quote('lease_expires_at')} < %s)"
+            f"SELECT {now_sql()}, EXISTS (SELECT 1 FROM {table} WHERE {status} = '{RunStatus.QUEUED.value}'),"
+            f" (SELECT MIN({quote('lease_expires_at')}) FROM {table} WHERE {status} IN ({leased})),"
+            f" EXISTS (SELECT 1 FROM {quote(Preview._meta.db_table)} WHERE {status} IN ({open_previews}))"
         )
-    cutoff = instant_param(now - margin)
     with connection.cursor() as cursor:
-        cursor.execute(_waiting_sql[connection.vendor], [cutoff])
-        queued, expired = cursor.fetchone()
-    return bool(queued), bool(expired)
+        cursor.execute(_waiting_sql[connection.vendor])
+        now, queued, earliest_end, previews = cursor.fetchone()
+    now = instant_of(now)
+    expired = earliest_end is not None and instant_of(earliest_end) < now - margin
+    return WaitingWork(now, bool(queued), expired, bool(previews))
 
 
 def expire_leases(*, now: datetime, margin: timedelta | None = None) -> int:

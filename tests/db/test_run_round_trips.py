@@ -3,18 +3,23 @@
 second read; the sweep of expired leases runs only when one has expired; a finish reads the
 run's event only when its outcome chains."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runtime.adapters.base import RunResult
+from runtime.clock import database_now
 from runtime.models import Run, RunStatus
+from runtime.preview_model import Preview
 from runtime.registry import get_registry
 from runtime.services import execution
 from runtime.services.planning import plan_pending
 from runtime.services.runs import claim_next_run, finish_run, start_run, waiting_work
 from schedules.ticks import emit_due_ticks
 from tests.conftest import at
+from tests.helpers import tick
 
 pytestmark = pytest.mark.django_db
 
@@ -56,16 +61,53 @@ def test_a_claim_on_sqlite_takes_a_run_only_while_it_is_still_queued(monkeypatch
     assert Run.objects.filter(pk=queued.pk).values_list("status", "attempt", "worker").get() == (status, 1, "w0")
 
 
+def answer(waiting) -> tuple[bool, bool, bool]:
+    """``waiting_work``'s answer less its instant."""
+    return waiting.queued, waiting.expired, waiting.previews
+
+
 def test_the_sweep_runs_only_when_a_lease_has_expired(monkeypatch):
     queued = queued_heartbeat()
     swept = []
     monkeypatch.setattr(execution, "expire_leases", lambda *, now: swept.append(now) or 0)
     monkeypatch.setattr(execution, "execute_run", lambda run, **kwargs: None)
-    assert waiting_work(now=NOW) == (True, False)
+    assert answer(waiting_work()) == (True, False, False)
     assert execution.work_one(worker="w1") and swept == []
-    Run.objects.filter(pk=queued.pk).update(lease_expires_at=at("2026-11-30T21:00:00Z"))
-    assert waiting_work(now=NOW) == (False, True)
+    run = Run.objects.get(pk=queued.pk)
+    assert (run.status, run.lease_expires_at > database_now()) == ("claimed", True)
+    assert answer(waiting_work()) == (False, False, False)
+    Run.objects.filter(pk=queued.pk).update(lease_expires_at=database_now() - timedelta(seconds=1))
+    assert answer(waiting_work(margin=timedelta(seconds=5))) == (False, False, False)  # within the margin
+    assert answer(waiting_work(margin=timedelta(0))) == (False, True, False)
+    Run.objects.filter(pk=queued.pk).update(lease_expires_at=database_now() - timedelta(hours=1))
+    assert answer(waiting_work()) == (False, True, False)
     assert not execution.work_one(worker="w1") and len(swept) == 1
+
+
+def test_an_idle_worker_asks_one_statement_for_both_its_threads():
+    told = []
+    with CaptureQueriesContext(connection) as queries:
+        assert execution.work_one(worker="w1", previews=told.append) is False
+    assert statements(queries) == ["SELECT"]
+    assert told == [False]
+    before = database_now()
+    waiting = waiting_work()
+    assert before <= waiting.now <= database_now() and waiting.now.tzinfo is not None
+
+
+def test_an_open_preview_is_told_to_the_preview_thread(registry_files):
+    registry_files.write_config("schedule.yaml", "schedules:\n  heartbeat:\n    enabled: false\n  reaper:\n    enabled: true\n")
+    tick("2026-11-30T21:00:10Z")
+    preview = Preview.objects.get()
+    assert preview.status == "pending"
+    told = []
+    execution.work_one(worker="w1", previews=told.append)
+    assert told == [True] and answer(waiting_work())[2] is True
+    Preview.objects.filter(pk=preview.pk).update(status="running", started_at=at("2026-11-30T21:00:11Z"),
+                                                 deadline_at=at("2026-11-30T21:02:11Z"), worker="w1")
+    assert answer(waiting_work())[2] is True
+    Preview.objects.filter(pk=preview.pk).update(status="done")
+    assert answer(waiting_work())[2] is False
 
 
 def test_a_finish_reads_the_event_only_when_the_outcome_chains():
