@@ -225,13 +225,17 @@ def _snapshot_file(path: Path) -> _File:
 
 
 def snapshot(paths: list[str]) -> tuple:
-    """A cheap fingerprint ``(path, mtime_ns, size)`` of files (``None, None`` for a missing
-    one, ``"unreadable", errno`` for one that cannot be looked at), to notice a change on disk."""
+    """A cheap fingerprint ``(path, mtime_ns, size, inode, ctime_ns)`` of files (``None, None``
+    for a missing one, ``"unreadable", errno`` for one that cannot be looked at), to notice a
+    change on disk. The inode and the change time catch what size and modification time
+    cannot: a file replaced by one of the same size and a pinned modification time (``tar``,
+    ``rsync -t``, ``cp -p``, a symlink switched between two such files); nobody can set a
+    change time."""
     result = []
     for path in paths:
         try:
             found = os.stat(path)
-            result.append((path, found.st_mtime_ns, found.st_size))
+            result.append((path, found.st_mtime_ns, found.st_size, found.st_ino, found.st_ctime_ns))
         except FileNotFoundError:
             result.append((path, None, None))
         except OSError as exc:  # a symlink loop, a denied directory: a change all the same

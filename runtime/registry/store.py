@@ -163,8 +163,8 @@ class RegistryStore:
             if self._registry is not None and self._notice.quiet(directories, now):
                 return False
             fingerprint = self._fingerprint_now()
-            listed = _listing_directories(fingerprint[0])
-            self._notice.looked(directories, listed, [path for path, *_ in fingerprint[2]], now)
+            found = [path for path, mtime, *_ in fingerprint[2] if isinstance(mtime, int)]
+            self._notice.looked(directories, _listing_directories(fingerprint[0]), found, now)
             if fingerprint == self._fingerprint and self._registry is not None:
                 return False
             return self._load(fingerprint, keep_last_good=self._registry is not None)

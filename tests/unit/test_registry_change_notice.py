@@ -185,3 +185,84 @@ def test_other_directories_in_the_settings_are_looked_at(registry_files, looks, 
     settings.FACTORY_CONFIG_DIR = other
     assert store.refresh() is True
     assert store.current().loops["reaper"].every == "7m"
+
+
+def test_a_file_replaced_by_one_of_the_same_size_and_modification_time_is_seen(registry_files, tmp_path):
+    pinned = tmp_path / "pinned"
+    pinned.mkdir()
+    (pinned / "on.yaml").write_text("schedules:\n  reaper:\n    enabled: true \n    every: 1m\n")
+    (pinned / "off.yaml").write_text("schedules:\n  reaper:\n    enabled: false\n    every: 1m\n")
+    for name in ("on.yaml", "off.yaml"):
+        os.utime(pinned / name, ns=(1_767_225_600_000_000_000, 1_767_225_600_000_000_000))
+    overlay = registry_files.config_dir / "schedule.yaml"
+    overlay.symlink_to(pinned / "on.yaml")
+    settle(registry_files)
+    assert store.current().loops["reaper"].enabled is True
+    switch = overlay.with_name("schedule.new")
+    switch.symlink_to(pinned / "off.yaml")
+    os.replace(switch, overlay)
+    assert store.refresh() is True
+    assert store.current().loops["reaper"].enabled is False
+
+
+def test_a_release_link_switched_outside_the_watched_directories_is_seen_at_once(registry_files, tmp_path):
+    releases = tmp_path / "ext"
+    for name, every in (("rel1", "4m"), ("rel2", "5m")):
+        (releases / name).mkdir(parents=True)
+        (releases / name / "schedule.yaml").write_text(f"schedules:\n  reaper:\n    every: {every}\n")
+    (releases / "current").symlink_to("rel1")
+    (releases / "cur.yaml").symlink_to(releases / "current" / "schedule.yaml")
+    (registry_files.config_dir / "schedule.yaml").symlink_to(releases / "cur.yaml")
+    settle(registry_files)
+    assert store.current().loops["reaper"].every == "4m"
+    switch = releases / "current.new"
+    switch.symlink_to("rel2")
+    os.replace(switch, releases / "current")  # ln -sfn rel2 current
+    assert store.refresh() is True
+    assert store.current().loops["reaper"].every == "5m"
+
+
+def test_link_directories_names_each_directory_holding_a_link_on_the_way(tmp_path):
+    (tmp_path / "releases" / "7" / "config").mkdir(parents=True)
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "srv" / "app").symlink_to(tmp_path / "releases" / "7")
+    (tmp_path / "releases" / "7" / "latest").symlink_to("config")
+    assert notice_module.link_directories(str(tmp_path / "srv" / "app" / "latest" / "x.yaml")) == {
+        str(tmp_path / "srv"), str(tmp_path / "releases" / "7")}
+    assert notice_module.link_directories(str(tmp_path / "releases" / "7" / "config")) == set()
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert notice_module.link_directories(str(tmp_path / "loop" / "x")) == {str(tmp_path)}
+
+
+def test_a_config_directory_removed_and_made_again_is_seen_without_a_warning(registry_files, looks, caplog):
+    import shutil
+
+    settle(registry_files)
+    shutil.rmtree(registry_files.config_dir)
+    store.refresh()
+    looks.clear()
+    assert [store.refresh() for _ in range(3)] == [False] * 3
+    assert looks == []  # its parent's watch says nothing happened
+    registry_files.config_dir.mkdir()
+    (registry_files.config_dir / "schedule.yaml").write_text("schedules:\n  reaper:\n    every: 9m\n")
+    store.refresh()
+    assert store.current().loops["reaper"].every == "9m"
+    assert [r for r in caplog.records if getattr(r, "action", "") == "registry_notice_unavailable"] == []
+
+
+def test_a_watch_refused_again_and_again_is_said_once(registry_files, looks, monkeypatch, caplog):
+    real = notice_module.INotify
+
+    class Refusing(real):
+        def add_watch(self, path, mask):
+            raise OSError(errno.ENOENT, "No such file or directory")
+
+    monkeypatch.setattr(notice_module, "INotify", Refusing)
+    own_copy(registry_files)
+    looks.clear()
+    for _ in range(4):
+        store.refresh()
+    assert looks == [str(registry_files.registry_dir)] * 4
+    warnings = [r.getMessage() for r in caplog.records if getattr(r, "action", "") == "registry_notice_unavailable"]
+    assert warnings == ["registry changes are looked for at every refresh in this process until a watch can be set: "
+                        "[Errno 2] No such file or directory"]
