@@ -32,10 +32,11 @@ def finish_active_runs(outcome: str = "SUCCEEDED") -> int:
     return Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).update(status=RunStatus.SUCCEEDED, outcome=outcome)
 
 
-def work_all() -> int:
-    """Run every queued run to its end, as a worker would; returns how many."""
+def work_all(clock=None) -> int:
+    """Run every queued run to its end, as a worker would, its claims at ``clock()`` when given
+    (else the database's instant); returns how many."""
     count = 0
-    while work_one(worker="test-worker"):
+    while work_one(worker="test-worker", clock=clock):
         count += 1
     return count
 
@@ -47,7 +48,7 @@ def step(instant: str):
     with time_machine.travel(at(instant), tick=False), mock.patch(
         "runtime.services.execution.database_now", lambda: at(instant)
     ):
-        work_all()
+        work_all(clock=lambda: at(instant))
         return tick(instant)
 
 

@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -275,7 +276,7 @@ def _record_abort(run: Run, lease: LeaseKeeper, worker: str) -> None:
 
 
 def work_one(*, worker: str, stop: threading.Event | None = None,
-             previews: Callable[[bool], None] | None = None) -> bool:
+             previews: Callable[[bool], None] | None = None, clock: Callable[[], datetime] | None = None) -> bool:
     """Expire stale leases, then claim and execute one run. True when a run was handled.
 
     One statement (``waiting_work``) reads the database's instant, which serves the sweep and
@@ -285,10 +286,11 @@ def work_one(*, worker: str, stop: threading.Event | None = None,
     asking: ``ops.worker``). The registry is re-read before the sweep when a file changed, so
     output contracts and chain edges are those in force, not those of the worker's start (a
     bad change on disk keeps the last good registry, as in the slot loop). ``stop`` is the
-    worker's stop request (``execute_run``).
+    worker's stop request (``execute_run``); ``clock``, when given, the claim's instant
+    instead of the database's (``waiting_work``).
     """
     lease_started = time.monotonic()
-    waiting = waiting_work()
+    waiting = waiting_work(clock=clock)
     if previews is not None:
         previews(waiting.previews)
     if not (waiting.queued or waiting.expired):  # an idle second: one statement, no look at the files

@@ -6,7 +6,7 @@ No transaction here is held across a subprocess or any other I/O.
 """
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -310,7 +310,7 @@ class WaitingWork:
     previews: bool
 
 
-def waiting_work(*, margin: timedelta | None = None) -> WaitingWork:
+def waiting_work(*, margin: timedelta | None = None, clock: Callable[[], datetime] | None = None) -> WaitingWork:
     """What a worker may have to do, at the database's instant: one statement of plain SQL,
     built once per process, that reads the clock, ``run_queued_idx``, the earliest lease end
     of ``run_leased_idx`` and ``preview_open_idx`` (their statuses as literals, so SQLite
@@ -318,7 +318,9 @@ def waiting_work(*, margin: timedelta | None = None) -> WaitingWork:
     answer instead of asking for itself (``ops.worker``). ``expired`` is as
     ``expire_leases`` at ``now`` and ``margin`` (default
     ``expiry_margin(FACTORY_LEASE_SECONDS)``) sees it; ``queued`` may be true when the claim
-    then finds nothing (a run held at its barrier), never the reverse."""
+    then finds nothing (a run held at its barrier), never the reverse. ``clock``, when given,
+    is the instant's source instead of the statement's reading (a caller's pinned clock, as
+    ``claim_preview`` takes one)."""
     if margin is None:
         margin = expiry_margin(settings.FACTORY_LEASE_SECONDS)
     if connection.vendor not in _waiting_sql:
@@ -334,7 +336,7 @@ def waiting_work(*, margin: timedelta | None = None) -> WaitingWork:
     with connection.cursor() as cursor:
         cursor.execute(_waiting_sql[connection.vendor])
         now, queued, earliest_end, previews = cursor.fetchone()
-    now = instant_of(now)
+    now = instant_of(now) if clock is None else clock()
     expired = earliest_end is not None and instant_of(earliest_end) < now - margin
     return WaitingWork(now, bool(queued), expired, bool(previews))
 

@@ -64,7 +64,7 @@ def test_an_approval_journals_the_preview_its_approver_saw(registry_files, facto
         "finishedAt": "2026-11-30T21:00:12Z",
     }}
     with mock.patch("runtime.services.execution.database_now", lambda: at("2026-11-30T21:01:05Z")):
-        work_all()
+        work_all(clock=lambda: at("2026-11-30T21:01:05Z"))
     assert Run.objects.get().outcome == "REAPED"
     assert not (factory_root / "claims" / "T-7.json").exists()
 
@@ -112,7 +112,7 @@ def test_a_run_worker_never_takes_a_preview_and_a_running_preview_holds_no_run_b
     assert claim_preview(worker="preview-thread", clock=lambda: at("2026-11-30T22:00:11Z")).proposal_id == newest.pk
     approve_proposal(newest.pk, user=approver, now=at("2026-11-30T22:00:12Z"))
     with mock.patch("runtime.services.execution.database_now", lambda: at("2026-11-30T22:00:13Z")):
-        assert work_all() == 1
+        assert work_all(clock=lambda: at("2026-11-30T22:00:13Z")) == 1
     assert Run.objects.get().status == "succeeded"
     assert Preview.objects.get(proposal=newest).status == "running"
 

@@ -81,6 +81,8 @@ def test_the_sweep_runs_only_when_a_lease_has_expired(monkeypatch):
     assert answer(waiting_work(margin=timedelta(0))) == (False, True, False)
     Run.objects.filter(pk=queued.pk).update(lease_expires_at=database_now() - timedelta(hours=1))
     assert answer(waiting_work()) == (False, True, False)
+    pinned = waiting_work(clock=lambda: at("2026-11-30T21:00:00Z"))  # a caller's clock: the lease is not over then
+    assert (pinned.now, answer(pinned)) == (at("2026-11-30T21:00:00Z"), (False, False, False))
     assert not execution.work_one(worker="w1") and len(swept) == 1
 
 

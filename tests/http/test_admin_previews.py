@@ -122,7 +122,7 @@ def test_the_run_page_shows_the_preview_its_approver_saw_beside_what_the_run_did
 
     approve_proposal(proposal.pk, user=approver, now=at("2026-11-30T21:01:00Z"))
     with mock.patch("runtime.services.execution.database_now", lambda: at("2026-11-30T21:01:05Z")):
-        work_all()
+        work_all(clock=lambda: at("2026-11-30T21:01:05Z"))
     run = Run.objects.get()
     client.force_login(approver)
     page = client.get(reverse("admin:runtime_run_change", args=[run.pk])).content.decode()
