@@ -12,17 +12,22 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import Permission
 from django.test import override_settings
 from django.utils import timezone
-from hypothesis import Phase
+from hypothesis import HealthCheck, Phase
 from hypothesis import settings as hypothesis_settings
 
 from runtime import clock
 from runtime.registry import store
 
+#: The suite's property tests check answers, not speed: the machines are shared and a draw or
+#: an example can stall for seconds (docs/testing.md), so no time-based check fails a test.
+hypothesis_settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("suite")
 #: Mutation testing (bin/mutation) runs a property test once per mutant: the same examples
 #: every time (derandomize, no example database), and no shrinking, which on a mutant that
 #: fails a property took tens of seconds for a verdict the first failing example already gave.
 hypothesis_settings.register_profile(
-    "mutation", derandomize=True, database=None, phases=[Phase.explicit, Phase.generate],
+    "mutation", parent=hypothesis_settings.get_profile("suite"), derandomize=True, database=None,
+    phases=[Phase.explicit, Phase.generate],
 )
 if os.environ.get("FACTORY_HYPOTHESIS_PROFILE"):
     hypothesis_settings.load_profile(os.environ["FACTORY_HYPOTHESIS_PROFILE"])
