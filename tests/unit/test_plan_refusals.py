@@ -1,0 +1,36 @@
+"""``runtime.services.plans``: a plan that cannot be rendered is refused with the code
+``plan_render_failed``, and only a template that names no payload field has its argv
+remembered (docs/design.md §8)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from runtime.services import plans
+from runtime.services.plans import PlanRenderError, argv_values, filled_argv
+
+DIGEST = ("{python}", "{manage}", "digest", "--key", "{payload.key}")
+REAPER = ("{python}", "{manage}", "reap", "--run", "{runId}")
+
+
+def test_a_missing_payload_field_is_refused_as_plan_render_failed():
+    """The refusal's code is ``plan_render_failed`` and its message is the detail alone."""
+    with pytest.raises(PlanRenderError) as refused:
+        argv_values(SimpleNamespace(command=DIGEST), {})
+    assert refused.value.code == "plan_render_failed"
+    assert refused.value.as_errors() == [
+        {"code": "plan_render_failed", "detail": "payload field 'key' is missing or not a string or number"}
+    ]
+    assert str(refused.value) == "payload field 'key' is missing or not a string or number"
+
+
+def test_only_a_template_without_payload_fields_is_remembered():
+    """A template naming a payload field is filled anew for each event (its argv differs from
+    event to event, so remembering it would only fill the cache); one naming none is kept."""
+    plans._filled_without_payload.cache_clear()
+    values = argv_values(SimpleNamespace(command=DIGEST), {"key": "acme"})
+    assert filled_argv(DIGEST, values)[2:] == ["digest", "--key", "acme"]
+    assert plans._filled_without_payload.cache_info().currsize == 0
+    values = argv_values(SimpleNamespace(command=REAPER), {})
+    assert filled_argv(REAPER, values)[2:] == ["reap", "--run", "{runId}"]
+    assert plans._filled_without_payload.cache_info().currsize == 1
