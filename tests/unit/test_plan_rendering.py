@@ -1,13 +1,14 @@
 """``runtime.services.plans``: a plan that cannot be rendered is refused with the code
-``plan_render_failed``, and only a template that names no payload field has its argv
-remembered (docs/design.md §8)."""
+``plan_render_failed``, only a template that names no payload field has its argv
+remembered, and ``FACTORY_FAKE_AGENTS`` plays exactly the ``agent`` definitions with the
+``fake`` adapter (docs/design.md §8)."""
 
 from types import SimpleNamespace
 
 import pytest
 
 from runtime.services import plans
-from runtime.services.plans import PlanRenderError, argv_values, filled_argv
+from runtime.services.plans import PlanRenderError, argv_values, filled_argv, plan_adapter
 
 DIGEST = ("{python}", "{manage}", "digest", "--key", "{payload.key}")
 REAPER = ("{python}", "{manage}", "reap", "--run", "{runId}")
@@ -34,3 +35,14 @@ def test_only_a_template_without_payload_fields_is_remembered():
     values = argv_values(SimpleNamespace(command=REAPER), {})
     assert filled_argv(REAPER, values)[2:] == ["reap", "--run", "{runId}"]
     assert plans._filled_without_payload.cache_info().currsize == 1
+
+
+@pytest.mark.parametrize(("fake_agents", "adapter", "named"), [
+    (True, "agent", "fake"), (True, "command", "command"), (True, "builtin", "builtin"),
+    (False, "agent", "agent"), (False, "command", "command"),
+])
+def test_fake_agents_play_only_agent_definitions(settings, fake_agents, adapter, named):
+    """With ``FACTORY_FAKE_AGENTS`` an ``agent`` definition's plan names ``fake``; every other
+    adapter, and every adapter without the setting, is named as the definition says."""
+    settings.FACTORY_FAKE_AGENTS = fake_agents
+    assert plan_adapter(SimpleNamespace(adapter=adapter)) == named
