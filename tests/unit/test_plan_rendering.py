@@ -46,3 +46,53 @@ def test_fake_agents_play_only_agent_definitions(settings, fake_agents, adapter,
     adapter, and every adapter without the setting, is named as the definition says."""
     settings.FACTORY_FAKE_AGENTS = fake_agents
     assert plan_adapter(SimpleNamespace(adapter=adapter)) == named
+
+
+def _definition(**fields):
+    base = {"ref": "digest@1", "adapter": "command", "command": DIGEST, "builtin": None,
+            "capture_stdout": "digest.json", "mutating": True, "timeout_seconds": 120, "max_attempts": 3}
+    return SimpleNamespace(**{**base, **fields})
+
+
+def test_the_runtime_values_name_this_python_and_the_projects_manage_py(settings):
+    """``{manage}`` is ``BASE_DIR/manage.py``, ``{python}`` this interpreter, ``{factoryRoot}`` the setting."""
+    assert plans.plan_time_values() == {
+        "factoryRoot": str(settings.FACTORY_ROOT), "python": plans.sys.executable,
+        "manage": str(settings.BASE_DIR / "manage.py"),
+    }
+
+
+def test_a_command_plan_names_every_entry_with_the_events_payload_filled(settings):
+    """A command definition's plan, entry by entry and in order: the payload field filled
+    from the event, the template and its values kept, the definition's fields as written."""
+    settings.FACTORY_FAKE_AGENTS = False
+    event = SimpleNamespace(payload={"key": "acme"}, uid="digest-acme-1")
+    plan = plans.render_plan(_definition(), event, SimpleNamespace(digest="sha256:" + "1" * 64))
+    runtime = plans.plan_time_values()
+    assert list(plan.items()) == [
+        ("definition", "digest@1"),
+        ("adapter", "command"),
+        ("argv", [runtime["python"], runtime["manage"], "digest", "--key", "acme"]),
+        ("argvTemplate", list(DIGEST)),
+        ("argvValues", {"python": runtime["python"], "manage": runtime["manage"], "payload.key": "acme"}),
+        ("builtin", None),
+        ("captureStdout", "digest.json"),
+        ("input", {"key": "acme"}),
+        ("mutating", True),
+        ("timeoutSeconds", 120),
+        ("maxAttempts", 3),
+        ("eventId", "digest-acme-1"),
+        ("registryDigest", "sha256:" + "1" * 64),
+    ]
+
+
+def test_a_plan_without_a_command_has_no_argv(settings):
+    """A definition without a command (an agent, a built-in) has no argv, template nor values."""
+    settings.FACTORY_FAKE_AGENTS = False
+    definition = _definition(ref="sweep@1", adapter="builtin", command=None, builtin="sweep", capture_stdout=None,
+                             mutating=False)
+    plan = plans.render_plan(definition, SimpleNamespace(payload={}, uid="e-1"), SimpleNamespace(digest="d"))
+    assert {name: plan[name] for name in ("adapter", "argv", "argvTemplate", "argvValues", "builtin", "mutating")} == {
+        "adapter": "builtin", "argv": None, "argvTemplate": None, "argvValues": None, "builtin": "sweep",
+        "mutating": False,
+    }
