@@ -96,3 +96,25 @@ def test_a_plan_without_a_command_has_no_argv(settings):
         "adapter": "builtin", "argv": None, "argvTemplate": None, "argvValues": None, "builtin": "sweep",
         "mutating": False,
     }
+
+
+AGENT_PLAN = {
+    "definition": "merge-scan@1", "adapter": "agent", "argv": None, "argvTemplate": None, "argvValues": None,
+    "builtin": None, "captureStdout": None, "input": {"repo": "alpha"}, "mutating": False, "timeoutSeconds": 600,
+    "maxAttempts": 1, "eventId": "e-1", "registryDigest": "sha256:" + "2" * 64,
+}
+
+
+def test_a_form_is_built_once_and_reused_for_the_next_events(monkeypatch):
+    """The second and third plan of one definition, registry and argv take the kept form: it is
+    built once. A plan without argv (an agent's) has its form kept too."""
+    built = []
+    build = plans._form
+    monkeypatch.setattr(plans, "_form", lambda key, plan: built.append(key) or build(key, plan))
+    plans._forms.clear()
+    for n in range(3):
+        plan = {**AGENT_PLAN, "eventId": f"e-{n}", "input": {"repo": "alpha", "n": n}}
+        assert plans.plan_json(plan) == plans.json.dumps(plan)
+    assert len(built) == 1 and list(plans._forms) == built
+    assert built[0][:4] == ("merge-scan@1", "sha256:" + "2" * 64, "agent", 13)
+    assert built[0][4:] == (None, None)
