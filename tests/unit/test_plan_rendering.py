@@ -118,3 +118,10 @@ def test_a_form_is_built_once_and_reused_for_the_next_events(monkeypatch):
     assert len(built) == 1 and list(plans._forms) == built
     assert built[0][:4] == ("merge-scan@1", "sha256:" + "2" * 64, "agent", 13)
     assert built[0][4:] == (None, None)
+
+
+@pytest.mark.parametrize("event_id", [7, None, 2.5])
+def test_an_event_id_that_is_not_text_is_encoded_as_json_dumps_does(event_id):
+    """The form encodes a text eventId with the string encoder, anything else as JSON."""
+    plan = {**AGENT_PLAN, "eventId": event_id}
+    assert plans.plan_json(plan) == plans.json.dumps(plan)
