@@ -82,7 +82,12 @@ def test_the_older_unplanned_events_outside_the_chunk_are_the_held_ones():
         (ids["e05"], "C", "schedule", "L", None),
         (ids["e10"], "G", "schedule", "L", None),
     ]
-    assert _older_unplanned(chunk[:2]) == [(ids["e01"], "A", "inject", None, None)]
+    # Older than the chunk's last (e06), not only than the one before it (e03).
+    assert sorted(_older_unplanned(chunk[:3])) == [
+        (ids["e01"], "A", "inject", None, None),
+        (ids["e04"], "A", "inject", None, None),
+        (ids["e05"], "C", "schedule", "L", None),
+    ]
 
 
 def test_a_kept_event_is_the_stored_row():
@@ -93,3 +98,12 @@ def test_a_kept_event_is_the_stored_row():
     assert tick.slot == datetime(2026, 11, 30, 21, 0, tzinfo=UTC)
     assert kept["e02"].is_tick is False and kept["e02"].payload == {"repo": "factory", "n": "e02"}
     assert repr(kept["e02"]) == f"<ClaimedEvent {kept['e02'].pk} e02>"
+
+
+def test_a_claimed_event_takes_exactly_the_planned_fields():
+    """A row of more or fewer columns than ``PLANNED_FROM`` is refused, not read short."""
+    assert ClaimedEvent(*range(9)).correlation_id == 8
+    with pytest.raises(ValueError, match="zip"):
+        ClaimedEvent(*range(8))
+    with pytest.raises(ValueError, match="zip"):
+        ClaimedEvent(*range(10))
