@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 
 from runtime.models import Actor, JournalEntry, Proposal, Run
 from runtime.services.approval import approve_proposal
@@ -15,6 +16,7 @@ from runtime.services.runs import (
     expire_leases,
     expiry_margin,
     fail_attempt,
+    queue_run,
     record_lease_lost,
     renew_lease,
     renewal_interval,
@@ -63,6 +65,7 @@ def test_queue_claim_and_start_journal_who_and_which_attempt(reaper):
     the claimed row holds the worker, the attempt and the lease's end."""
     claimed = claim_next_run(worker="w1", now=NOW, lease_seconds=60)
     assert (claimed.pk, claimed.status, claimed.attempt, claimed.worker) == (reaper.pk, "claimed", 1, "w1")
+    assert (claimed.lane, claimed.actor, claimed.approved_by.get_username()) == ("loop:reaper", "operator", "alice")
     assert (claimed.claimed_at, claimed.lease_expires_at) == (NOW, NOW + timedelta(seconds=60))
     assert start_run(claimed, worker="w1", now=NOW + timedelta(seconds=1))
     assert not start_run(claimed, worker="w1", now=NOW)
@@ -156,3 +159,19 @@ def test_waiting_work_and_the_sweep_agree_on_an_expired_lease(reaper, settings):
     assert expire_leases(now=end + timedelta(seconds=26)) == 1
     stored = Run.objects.get(pk=run.pk)
     assert (stored.status, stored.reason) == ("interrupted", "lease_expired")
+
+
+def test_a_run_queued_without_an_approver_names_nobody(registry_files):
+    """``queue_run`` for a door's auto-approval: the door's actor, no approver, an empty actor
+    name in the journal, the lane of the tick's loop."""
+    registry_files.write_config("schedule.yaml", WATCHED_REAPER)
+    tick("2026-11-30T21:00:10Z")
+    proposal = Proposal.objects.get()
+    with transaction.atomic():
+        run = queue_run(proposal, actor=Actor.SCHEDULE, approved_by=None, now=NOW)
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.actor, stored.approved_by_id, stored.lane, stored.status, stored.queued_at) == (
+        "schedule", None, "loop:reaper", "queued", NOW)
+    assert _journal(run) == [
+        ("run_queued", "schedule", "", proposal.event_id, proposal.pk, {"definition": "reaper@1"}),
+    ]
