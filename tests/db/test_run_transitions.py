@@ -67,8 +67,9 @@ def test_queue_claim_and_start_journal_who_and_which_attempt(reaper):
     assert (claimed.pk, claimed.status, claimed.attempt, claimed.worker) == (reaper.pk, "claimed", 1, "w1")
     assert (claimed.lane, claimed.actor, claimed.approved_by.get_username()) == ("loop:reaper", "operator", "alice")
     assert (claimed.claimed_at, claimed.lease_expires_at) == (NOW, NOW + timedelta(seconds=60))
-    assert start_run(claimed, worker="w1", now=NOW + timedelta(seconds=1))
-    assert not start_run(claimed, worker="w1", now=NOW)
+    assert start_run(claimed, worker="w2", now=NOW) is False  # not the worker holding it
+    assert start_run(claimed, worker="w1", now=NOW + timedelta(seconds=1)) is True
+    assert start_run(claimed, worker="w1", now=NOW) is False  # no longer claimed
     run = Run.objects.get(pk=reaper.pk)
     assert (run.status, run.started_at) == ("running", NOW + timedelta(seconds=1))
     ids = (reaper.event_id, reaper.proposal_id)
