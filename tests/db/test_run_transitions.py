@@ -125,6 +125,9 @@ def test_an_interrupted_mutating_attempt_keeps_its_worker(reaper):
     stored = Run.objects.get(pk=run.pk)
     assert (stored.status, stored.worker, stored.finished_at, stored.lease_expires_at) == (
         "interrupted", "w1", None, None)
+    # It keeps the worker, but that worker's lease is over: a renewal finds nothing to renew.
+    assert renew_lease(run.pk, worker="w1", now=NOW, lease_seconds=60) is False
+    assert Run.objects.get(pk=run.pk).lease_expires_at is None
     assert _journal(reaper)[-1][::5] == (
         "run_interrupted", {"reason": "worker_stopped", "attempt": 1, "maxAttempts": 2, "worker": "w1"})
 
