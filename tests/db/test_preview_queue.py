@@ -36,13 +36,18 @@ def test_a_person_requested_preview_is_taken_first_then_the_oldest(registry_file
     with caplog.at_level(logging.INFO, logger="runtime.services.previews"):
         many_loops(registry_files, 3)
     first, second, third = proposals()
-    assert [r.getMessage() for r in caplog.records if r.name == "runtime.services.previews"] == [
-        "1 proposal(s) not previewed: 2 preview(s) wait (FACTORY_PREVIEW_QUEUE=2)"]
+    assert [(r.levelname, r.getMessage(), r.action) for r in caplog.records if r.name == "runtime.services.previews"] == [
+        ("INFO", "1 proposal(s) not previewed: 2 preview(s) wait (FACTORY_PREVIEW_QUEUE=2)", "previews_not_queued")]
+    caplog.clear()
     assert list(Preview.objects.order_by("id").values_list("proposal_id", "status")) == [
         (third.pk, "pending"), (second.pk, "pending")]
     assert waiting_previews() == 2
 
-    asked = request_preview(first.pk, user=approver, now=NOW, registry=store.current(), via="api", token_label="ci")
+    with caplog.at_level(logging.INFO, logger="runtime.services.previews"):
+        asked = request_preview(first.pk, user=approver, now=NOW, registry=store.current(), via="api", token_label="ci")
+    assert [(r.levelname, r.getMessage(), r.action, r.proposal) for r in caplog.records
+            if r.name == "runtime.services.previews"] == [
+        ("INFO", f"preview of proposal {first.pk} asked for by alice via api", "proposal_preview_requested", first.pk)]
     assert (asked.proposal_id, asked.status, asked.requested_by, asked.requested_at, asked.timeout_seconds) == (
         first.pk, "pending", approver, NOW, 60)
     assert asked.argv == first.plan["argv"][:-1]

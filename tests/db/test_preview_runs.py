@@ -86,9 +86,12 @@ def test_the_preview_thread_logs_the_start_and_the_result(claimed, caplog):
           caplog.at_level(logging.INFO, logger="runtime.services.preview_execution")):
         assert preview_one(worker="w2") is True
         assert preview_one(worker="w2") is False
-    assert [r.getMessage() for r in caplog.records if r.name == "runtime.services.preview_execution"] == [
-        f"preview {claimed.pk} of proposal {claimed.proposal_id} started",
-        f"preview of proposal {claimed.proposal_id} failed: FAILED exit_code_2",
+    assert [(r.levelname, r.getMessage(), r.action, r.proposal) for r in caplog.records
+            if r.name == "runtime.services.preview_execution"] == [
+        ("INFO", f"preview {claimed.pk} of proposal {claimed.proposal_id} started", "preview_started",
+         claimed.proposal_id),
+        ("INFO", f"preview of proposal {claimed.proposal_id} failed: FAILED exit_code_2", "proposal_previewed",
+         claimed.proposal_id),
     ]
     row = Preview.objects.get()
     assert (row.status, row.reason, row.worker, row.finished_at) == ("failed", "exit_code_2", "w2", NOW)
