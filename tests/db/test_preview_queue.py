@@ -159,3 +159,33 @@ def test_loop_less_proposals_each_get_a_preview_within_the_room_left(registry_fi
                           now=NOW) == 0
     assert queue_previews([(a.pk, None, None, {**a.plan, "definition": "nothing@1"})], registry=registry,
                           now=NOW) == 0
+
+
+def test_each_preview_lost_with_its_worker_is_failed_and_journaled_on_its_own(registry_files, approver):
+    """Two running previews past their deadlines: each is failed ``worker_lost`` with the reason
+    in words and journaled once; a row already finished, or still within its deadline, is left
+    alone; asking again for a running preview is refused, saying its status."""
+    from runtime.services.previews import PreviewRefused, _record_lost
+
+    many_loops(registry_files, 2)
+    first, second = proposals()
+    claim_preview(worker="gone:1", clock=lambda: NOW)
+    claim_preview(worker="gone:2", clock=lambda: NOW)
+    with pytest.raises(PreviewRefused) as running:
+        request_preview(first.pk, user=approver, now=NOW, registry=store.current())
+    assert (running.value.code, running.value.detail) == ("preview_in_progress", f"proposal {first.pk}'s preview is running")
+    lost = at("2026-11-30T21:09:16Z")
+    assert claim_preview(worker="w", clock=lambda: lost) is None
+    detail = "its worker stopped answering before the preview ended (it died, and the command with it)"
+    assert sorted(Preview.objects.values_list("proposal_id", "status", "reason", "detail", "finished_at")) == [
+        (first.pk, "failed", "worker_lost", detail, lost), (second.pk, "failed", "worker_lost", detail, lost)]
+    assert sorted(JournalEntry.objects.filter(action="proposal_previewed").values_list("proposal_id", "data__reason")) == [
+        (first.pk, "worker_lost"), (second.pk, "worker_lost")]
+
+    Preview.objects.filter(proposal=first).update(status="done", reason="", finished_at=None)
+    Preview.objects.filter(proposal=second).update(status="running", reason="", deadline_at=at("2026-11-30T21:20:00Z"))
+    for preview in Preview.objects.all():
+        _record_lost(preview.pk, at("2026-11-30T21:10:00Z"))
+    assert sorted(Preview.objects.values_list("proposal_id", "status", "reason")) == [
+        (first.pk, "done", ""), (second.pk, "running", "")]
+    assert JournalEntry.objects.filter(action="proposal_previewed").count() == 2
