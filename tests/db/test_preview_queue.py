@@ -189,3 +189,44 @@ def test_each_preview_lost_with_its_worker_is_failed_and_journaled_on_its_own(re
     assert sorted(Preview.objects.values_list("proposal_id", "status", "reason")) == [
         (first.pk, "done", ""), (second.pk, "running", "")]
     assert JournalEntry.objects.filter(action="proposal_previewed").count() == 2
+
+
+def test_a_request_is_refused_saying_who_lacks_the_right_and_which_proposal_is_missing(registry_files, approver, viewer):
+    """No user is "nobody"; a user without the approve permission is named; a missing proposal
+    is named; a proposal whose definition the registry in force lacks has no preview."""
+    from types import SimpleNamespace
+
+    from runtime.services.previews import PreviewRefused
+
+    many_loops(registry_files, 1)
+    (proposal,) = proposals()
+    registry = store.current()
+    refusals = []
+    for user, proposal_id, given in ((None, proposal.pk, registry), (viewer, proposal.pk, registry),
+                                     (approver, 10**6, registry),
+                                     (approver, proposal.pk, SimpleNamespace(definitions={}, digest="x"))):
+        with pytest.raises(PreviewRefused) as refused:
+            request_preview(proposal_id, user=user, now=NOW, registry=given)
+        refusals.append((refused.value.code, refused.value.detail))
+    assert refusals == [
+        ("permission_denied", "nobody lacks the approve_proposal permission"),
+        ("permission_denied", "victor lacks the approve_proposal permission"),
+        ("not_found", "there is no proposal 1000000"),
+        ("no_preview", f"{proposal.definition} declares no preview in the registry in force"),
+    ]
+
+
+def test_a_request_for_the_demos_stand_in_reads_its_script_against_the_registry_in_force(
+        registry_files, approver, monkeypatch):
+    """A ``fake`` plan's preview is asked of the script with the registry's definitions."""
+    from runtime.services import previews
+
+    many_loops(registry_files, 1)
+    (proposal,) = proposals()
+    Preview.objects.all().delete()
+    Proposal.objects.filter(pk=proposal.pk).update(plan={**proposal.plan, "adapter": "fake"})
+    registry = store.current()
+    asked = []
+    monkeypatch.setattr(previews, "scripted_preview", lambda plan, definitions: asked.append(definitions) or {})
+    assert request_preview(proposal.pk, user=approver, now=NOW, registry=registry).argv == []
+    assert asked == [registry.definitions]
