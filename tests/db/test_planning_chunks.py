@@ -32,7 +32,8 @@ def test_an_empty_backlog_plans_nothing(registry_files):
 
 def test_a_chunk_the_database_refuses_is_planned_one_event_at_a_time(registry_files, monkeypatch, caplog):
     """An insert refused (a concurrent change): the chunk is rolled back, logged, and each of its
-    events planned on its own; the count is of the events planned."""
+    events planned on its own with the registry the chunk was given; the count is of the events
+    planned."""
     backlog = triage_backlog(3)
     real = planning_batch.insert_rows
     calls = []
@@ -44,9 +45,19 @@ def test_a_chunk_the_database_refuses_is_planned_one_event_at_a_time(registry_fi
         return real(model, rows, key=key)
 
     monkeypatch.setattr(planning_batch, "insert_rows", refused_once)
+    registry = get_registry()
+    one_at_a_time = planning_batch.plan_event
+    registries = []
+
+    def plan_event(event_id, *, now, registry):
+        registries.append(registry)
+        return one_at_a_time(event_id, now=now, registry=registry)
+
+    monkeypatch.setattr(planning_batch, "plan_event", plan_event)
     with caplog.at_level(logging.INFO, logger="runtime.services.planning_batch"):
-        assert planning_batch.plan_batch(now=NOW, registry=get_registry()) == 3
+        assert planning_batch.plan_batch(now=NOW, registry=registry) == 3
     assert calls == ["Proposal"]
+    assert registries == [registry] * 3
     assert [(r.levelname, r.getMessage(), r.action) for r in caplog.records
             if r.name == "runtime.services.planning_batch"] == [
         ("INFO", "a chunk of 3 events met a concurrent change; planning them one at a time", "planning_chunk_retried")]
