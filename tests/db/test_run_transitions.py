@@ -152,12 +152,16 @@ def test_waiting_work_and_the_sweep_agree_on_an_expired_lease(reaper, settings):
     """Queued, then leased: expired only past the lease plus the margin (the setting's by
     default), and the sweep takes back exactly then."""
     settings.FACTORY_LEASE_SECONDS = 60
-    assert waiting_work(now=NOW) == (True, False)
+    def waiting(at_, **margin):
+        answer = waiting_work(clock=lambda: at_, **margin)
+        return answer.queued, answer.expired
+
+    assert waiting(NOW) == (True, False)
     run = _running(reaper)
     end = NOW + timedelta(seconds=60)
-    assert waiting_work(now=end + timedelta(seconds=25)) == (False, False)
-    assert waiting_work(now=end + timedelta(seconds=26)) == (False, True)
-    assert waiting_work(now=end + timedelta(seconds=11), margin=timedelta(seconds=10)) == (False, True)
+    assert waiting(end + timedelta(seconds=25)) == (False, False)
+    assert waiting(end + timedelta(seconds=26)) == (False, True)
+    assert waiting(end + timedelta(seconds=11), margin=timedelta(seconds=10)) == (False, True)
     assert expire_leases(now=end + timedelta(seconds=11), margin=timedelta(seconds=12)) == 0
     assert expire_leases(now=end + timedelta(seconds=25)) == 0
     assert expire_leases(now=end + timedelta(seconds=26)) == 1
