@@ -135,19 +135,24 @@ def test_the_files_are_looked_at_anyway_after_look_anyway_seconds(registry_files
     assert looks == [str(registry_files.registry_dir)]
 
 
+def refreshed_without_watches(registry_files, looks, caplog, times: int) -> list[str]:
+    """Refresh ``times`` times on the test's own copy; asserts each refresh looked, and returns
+    the warnings logged that the notice is unavailable."""
+    own_copy(registry_files)
+    looks.clear()
+    for _ in range(times):
+        store.refresh()
+    assert looks == [str(registry_files.registry_dir)] * times
+    return [r.getMessage() for r in caplog.records if getattr(r, "action", "") == "registry_notice_unavailable"]
+
+
 @pytest.mark.parametrize("failure", [OSError(errno.ENOSPC, "No space left on device"), AttributeError("inotify_init1")])
 def test_without_inotify_every_refresh_looks_and_says_so_once(registry_files, looks, monkeypatch, caplog, failure):
     def unavailable():
         raise failure
 
     monkeypatch.setattr(notice_module, "INotify", unavailable)
-    own_copy(registry_files)
-    looks.clear()
-    for _ in range(5):
-        store.refresh()
-    assert looks == [str(registry_files.registry_dir)] * 5
-    warnings = [r for r in caplog.records if getattr(r, "action", "") == "registry_notice_unavailable"]
-    assert [r.getMessage() for r in warnings] == [
+    assert refreshed_without_watches(registry_files, looks, caplog, 5) == [
         f"registry changes are looked for at every refresh in this process: {failure}"
     ]
 
@@ -258,11 +263,5 @@ def test_a_watch_refused_again_and_again_is_said_once(registry_files, looks, mon
             raise OSError(errno.ENOENT, "No such file or directory")
 
     monkeypatch.setattr(notice_module, "INotify", Refusing)
-    own_copy(registry_files)
-    looks.clear()
-    for _ in range(4):
-        store.refresh()
-    assert looks == [str(registry_files.registry_dir)] * 4
-    warnings = [r.getMessage() for r in caplog.records if getattr(r, "action", "") == "registry_notice_unavailable"]
-    assert warnings == ["registry changes are looked for at every refresh in this process until a watch can be set: "
+    assert refreshed_without_watches(registry_files, looks, caplog, 4) == ["registry changes are looked for at every refresh in this process until a watch can be set: "
                         "[Errno 2] No such file or directory"]
