@@ -3,15 +3,16 @@
 A bad change on disk keeps the last good registry in force and is reported through
 ``problems()`` (the doctor's ``registryInvalid``); the first load of a process has no
 last good registry, so it raises. A change is noticed by a cheap fingerprint (path,
-mtime, size); a reload whose bytes did not change costs only reading them, since
-``load_registry`` memoises by content.
+mtime, size, inode, ctime: ``files.snapshot``); a reload whose bytes did not change costs
+only reading them, since ``load_registry`` memoises by content.
 
 ``refresh()`` looks at the files every time it is called (the slot loop, once an
 iteration; the doctor and the commands, once each), unless the kernel said nothing
-changed since its last look (``change_notice``: inotify; a look at least every 5 s). ``get_registry()`` — the hot paths:
-every intake request, admission, the worker, the web pages and the API — looks at most once every
-``CHANGE_CHECK_SECONDS`` per process, and ``current()`` never does (it only loads the
-first registry), so a request does not walk the registry directory.
+changed since its last look (``change_notice``: inotify; a look at least every 5 s).
+``get_registry()`` — the hot paths: every intake request, admission, the worker, the web
+pages and the API — refreshes at most once every ``CHANGE_CHECK_SECONDS`` per process, and
+``current()`` never does (it only loads the first registry), so a request does not walk
+the registry directory.
 
 A process started by ``runserve`` takes its first registry from the one its supervisor
 loaded (``share``: a pickle in a private directory, named by ``SHARED_VARIABLE``) when
