@@ -106,7 +106,8 @@ class ChangeNotice:
 
     def _warn(self, exc: BaseException, lasting: bool) -> None:
         """Say once, not at every look, that this process looks every time, and why."""
-        message = f"registry changes are looked for at every refresh in this process{'' if lasting else ' until a watch can be set'}: {exc}"
+        until = "" if lasting else " until a watch can be set"
+        message = f"registry changes are looked for at every refresh in this process{until}: {exc}"
         if message != self._warned:
             logger.warning(message, extra={"action": "registry_notice_unavailable"})
             self._warned = message

@@ -4,10 +4,11 @@ A definition that declares ``"barrier": "merge"`` (spec §14's global one-merge 
 puts the barrier on its runs. A queued run whose barrier another run holds is not
 claimable: it waits in the queue, in order, and is claimed once the holder ends. The
 claim's check is ``barrier_free_sql``, in the pick and, on SQLite, in the claim's update;
-the database has the last word (the partial unique constraint ``run_one_per_barrier``), so two workers that both saw the barrier free cannot
-both hold it: on PostgreSQL the second claim's update fails with IntegrityError once the
-first commits (``lost_barrier_race`` tells that failure from any other), and on SQLite,
-whose writes are serial, the compare-and-swap update filtered by it claims nothing.
+the database has the last word (the partial unique constraint ``run_one_per_barrier``), so
+two workers that both saw the barrier free cannot both hold it: on PostgreSQL the second
+claim's update fails with IntegrityError once the first commits (``lost_barrier_race``
+tells that failure from any other), and on SQLite, whose writes are serial, the
+compare-and-swap update filtered by it claims nothing.
 """
 
 from django.db import connection
@@ -17,7 +18,8 @@ from runtime.models import BARRIER_HOLDING_STATUSES, Run
 
 def barrier_free_sql(alias: str) -> str:
     """Runs of the table aliased ``alias`` without a barrier, or whose barrier no claimed,
-    running or interrupted run holds, as SQL for the claim's statements; the holding statuses are literals, as the partial index ``run_barrier_idx`` needs on SQLite."""
+    running or interrupted run holds, as SQL for the claim's statements; the holding statuses
+    are literals, as the partial index ``run_barrier_idx`` needs on SQLite."""
     statuses = ", ".join(f"'{status}'" for status in BARRIER_HOLDING_STATUSES)
     table = connection.ops.quote_name(Run._meta.db_table)
     return (
