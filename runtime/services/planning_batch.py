@@ -14,11 +14,13 @@ its chunk with ``SELECT … FOR UPDATE SKIP LOCKED``, so two planners take diffe
 events; an event is left for later when an older event of its correlation, or of its
 loop (and key), is still unplanned outside the chunk — another planner holds it — so
 events of one loop and of one correlation are still planned in admission order, and
-parallelism is across them. On SQLite every transaction takes the write lock at BEGIN
-(``transaction_mode: IMMEDIATE``), so one planner plans at a time and the next one's
-chunk starts after it. Either way the update that marks the chunk's events planned is a
-compare-and-swap on ``planned_at`` that must mark every one, or the chunk is rolled back:
-two planners never plan one event twice.
+parallelism is across them. On SQLite a chunk is claimed, decided and its rows built
+before its transaction begins: every transaction takes the database's one write turn at
+``BEGIN`` (``transaction_mode: IMMEDIATE``), the doors' groups queue for it, and a chunk
+held it for its whole Python work (docs/performance.md, "Signed intake"). Either way the
+update that marks the chunk's events planned is a compare-and-swap on ``planned_at`` that
+must mark every one, or the chunk is rolled back: two planners never plan one event twice
+(on SQLite the second to write loses its chunk and claims the next one).
 
 When the database refuses one of a chunk's inserts (another planner or an approval took
 a key or a singleton loop meanwhile), the chunk is rolled back and its events are
@@ -26,6 +28,8 @@ planned one at a time, each deciding again (``planning.plan_event``).
 """
 
 import logging
+from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
@@ -64,18 +68,34 @@ class ChunkLost(Exception):
 
 def plan_batch(*, now: datetime, registry, size: int = CHUNK_SIZE) -> int:
     """Claim and plan up to ``size`` of the oldest unplanned events at ``now``; returns how many
-    were planned (0: none waiting, or every waiting one is held by another planner)."""
+    were planned (0: none waiting, every waiting one is held by another planner, or — SQLite —
+    another process's planner wrote the chunk first)."""
     events: list[ClaimedEvent] = []
+    if connection.vendor == "postgresql":
+        # The claim's row locks keep other planners off the chunk until it commits.
+        reading, writing = transaction.atomic(), nullcontext()
+    else:
+        # SQLite: the chunk is read and decided before its transaction takes the write turn
+        # the doors' groups queue for; the compare-and-swap and the constraints guard the
+        # write as the row locks do on PostgreSQL (docs/design.md §7, "Batches").
+        reading, writing = nullcontext(), transaction.atomic()
     try:
-        with transaction.atomic():
+        with reading:
             events = claim_chunk(size)
             if not events:
                 return 0
             decided = _decide_chunk(events, registry)
-            _write(decided, registry, now)
+            rows = _rows(decided, registry, now)
+            with writing:
+                _write(rows, registry, now)
     except ChunkLost:
-        # Only a planner that ignored the locks (or the write lock) could have taken them.
-        logger.warning("a chunk's events were planned meanwhile; it was rolled back", extra={"action": "planning_chunk_lost"})
+        if connection.vendor == "postgresql":
+            # Only a planner that ignored the row locks could have taken them.
+            logger.warning("a chunk's events were planned meanwhile; it was rolled back",
+                           extra={"action": "planning_chunk_lost"})
+        else:
+            logger.info("a chunk's events were planned meanwhile by another planner; it was rolled back",
+                        extra={"action": "planning_chunk_lost"})
         return 0
     except IntegrityError:
         logger.info("a chunk of %s events met a concurrent change; planning them one at a time", len(events),
@@ -101,10 +121,20 @@ def _decide_chunk(events: list[ClaimedEvent], registry) -> list[tuple[ClaimedEve
     return decided
 
 
-def _write(decided: list[tuple[ClaimedEvent, Decision]], registry, now: datetime) -> None:
-    """Insert the chunk's proposals, runs and journal entries (one multi-row insert each, the
-    journal in the order planning one at a time writes it) and set the events' outcomes.
-    Rows are built as dicts of their fields, not model instances (``bulk_rows.insert_rows``)."""
+@dataclass
+class ChunkRows:
+    """A decided chunk's rows before they are written (``_rows``): the proposals' and runs'
+    fields by event id, the proposals to preview as ``(event id, loop, key, plan)``."""
+
+    decided: list[tuple[ClaimedEvent, Decision]]
+    proposals: dict[int, dict]
+    runs: dict[int, dict]
+    previewed: list[tuple]
+
+
+def _rows(decided: list[tuple[ClaimedEvent, Decision]], registry, now: datetime) -> ChunkRows:
+    """The proposals and runs ``decided`` makes, as dicts of their fields (not model
+    instances: ``bulk_rows.insert_rows``), their plans rendered; no statement."""
     proposing = [(event, decision) for event, decision in decided if decision.proposes]
     proposals = {event.pk: {**proposal_fields(event, decision, registry, now), "event_id": event.pk}
                  for event, decision in proposing}
@@ -117,11 +147,20 @@ def _write(decided: list[tuple[ClaimedEvent, Decision]], registry, now: datetime
             fields["plan"] = plan_json(fields["plan"])
             if pk in runs:
                 runs[pk]["plan"] = fields["plan"]
-    proposal_ids = insert_rows(Proposal, list(proposals.values()), key="event_id")
+    return ChunkRows(decided, proposals, runs, previewed)
+
+
+def _write(rows: ChunkRows, registry, now: datetime) -> None:
+    """Insert the chunk's proposals, runs and journal entries (one multi-row insert each, the
+    journal in the order planning one at a time writes it), queue its previews and set the
+    events' outcomes. Call inside the chunk's transaction."""
+    decided, runs = rows.decided, rows.runs
+    proposal_ids = insert_rows(Proposal, list(rows.proposals.values()), key="event_id")
     for pk, run in runs.items():
         run["proposal_id"] = proposal_ids[pk]
     run_ids = insert_rows(Run, list(runs.values()), key="proposal_id")
-    queue_previews([(proposal_ids[pk], loop, key, plan) for pk, loop, key, plan in previewed], registry=registry, now=now)
+    queue_previews([(proposal_ids[pk], loop, key, plan) for pk, loop, key, plan in rows.previewed],
+                   registry=registry, now=now)
     entries = []
     for event, decision in decided:
         if not decision.proposes:

@@ -63,7 +63,7 @@ def claim_chunk(size: int) -> list[ClaimedEvent]:
     order (one statement, on PostgreSQL after ``INDEX_SCANS``, and one more when some are
     left: ``_in_admission_order``). Not
     marked here: the chunk's update sets ``planned_at`` with the outcome, one new version of
-    each event row instead of two. Call inside the chunk's transaction."""
+    each event row instead of two. On PostgreSQL, call inside the chunk's transaction."""
     quote = connection.ops.quote_name
     locked = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     sql = (

@@ -5,7 +5,8 @@ with what it logs."""
 import logging
 
 import pytest
-from django.db import IntegrityError
+from django.db import IntegrityError, connection
+from django.test.utils import CaptureQueriesContext
 
 from runtime.models import Event, JournalEntry, Proposal
 from runtime.registry import get_registry
@@ -68,7 +69,9 @@ def test_a_chunk_the_database_refuses_is_planned_one_event_at_a_time(registry_fi
 
 
 def test_a_chunk_planned_meanwhile_is_logged_as_lost(registry_files, monkeypatch, caplog):
-    """The compare-and-swap on ``planned_at`` missing a row: 0, a warning, nothing written."""
+    """The compare-and-swap on ``planned_at`` missing a row: 0, nothing written, and a warning
+    on PostgreSQL (a planner ignored the row locks); on SQLite, where a chunk is read before
+    its transaction, another process's planner wrote it first: information."""
     backlog = triage_backlog(2)
     decide_chunk = planning_batch._decide_chunk
 
@@ -79,10 +82,16 @@ def test_a_chunk_planned_meanwhile_is_logged_as_lost(registry_files, monkeypatch
     monkeypatch.setattr(planning_batch, "_decide_chunk", planned_meanwhile)
     with caplog.at_level(logging.INFO, logger="runtime.services.planning_batch"):
         assert planning_batch.plan_batch(now=NOW, registry=get_registry()) == 0
+    logged = {
+        "postgresql": ("WARNING", "a chunk's events were planned meanwhile; it was rolled back"),
+        "sqlite": ("INFO", "a chunk's events were planned meanwhile by another planner; it was rolled back"),
+    }[connection.vendor]
     assert [(r.levelname, r.getMessage(), r.action) for r in caplog.records
-            if r.name == "runtime.services.planning_batch"] == [
-        ("WARNING", "a chunk's events were planned meanwhile; it was rolled back", "planning_chunk_lost")]
+            if r.name == "runtime.services.planning_batch"] == [(*logged, "planning_chunk_lost")]
     assert Proposal.objects.count() == 0
+    # On SQLite the other planner's mark was committed; on PostgreSQL it was the chunk's.
+    unplanned = backlog if connection.vendor == "postgresql" else backlog[:1]
+    assert list(Event.objects.filter(planned_at__isnull=True).order_by("id").values_list("id", flat=True)) == unplanned
 
 
 def test_a_chunk_plans_at_most_its_size_oldest_first(registry_files):
@@ -93,3 +102,20 @@ def test_a_chunk_plans_at_most_its_size_oldest_first(registry_files):
     assert list(Event.objects.filter(planned_at__isnull=True).values_list("id", flat=True)) == [backlog[2]]
     assert planning_batch.plan_batch(now=NOW, registry=registry, size=2) == 1
     assert planning_batch.plan_batch(now=NOW, registry=registry, size=2) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_sqlite_a_chunk_is_read_and_decided_before_its_transaction(registry_files):
+    """SQLite: every statement before the chunk's ``BEGIN`` only reads, and the write turn is
+    taken for the inserts and the outcomes' update alone; on PostgreSQL the claim's row lock
+    needs the transaction first."""
+    triage_backlog(3)
+    with CaptureQueriesContext(connection) as queries:
+        assert planning_batch.plan_batch(now=NOW, registry=get_registry()) == 3
+    verbs = [q["sql"].split()[0].upper() for q in queries]
+    begin = verbs.index("BEGIN") if "BEGIN" in verbs else None
+    if connection.vendor == "sqlite":
+        assert begin is not None and set(verbs[:begin]) == {"SELECT"}
+        assert verbs[begin:] == ["BEGIN", "INSERT", "INSERT", "UPDATE", "COMMIT"]
+    else:
+        assert [q["sql"] for q in queries[:2]] == ["BEGIN", "SET LOCAL enable_bitmapscan = off"]
