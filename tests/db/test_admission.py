@@ -153,3 +153,21 @@ def test_a_batch_journals_exactly_the_events_it_inserted_in_order_with_the_bridg
         ("br-2", "event_admitted", "events", later, {**base, "eventId": "br-2", "source": "bridge", "door": "events"}),
     ]
     assert [batch.admitted[uid] for uid in ("op-1", "br-1", "br-2")] == sorted(batch.admitted.values())
+
+
+def test_a_batchs_ids_are_the_ones_stored_when_duplicates_are_among_its_rows():
+    """The ids a batch answers are those its rows were stored with, for exactly the rows it
+    inserted, duplicates of stored events interleaved with them (on SQLite a skipped row
+    takes an id of its own first: the inserted rows' ids are not consecutive)."""
+    for n in range(2):
+        admit_event(envelope(eventId=f"old-{n}"), door=Door.INJECT, now=NOW)
+    uids = ["old-1", "new-1", "old-0", "new-2", "new-3"]
+    with transaction.atomic():
+        batch = admit_batch([envelope(eventId=uid) for uid in uids], door=Door.INJECT, now=NOW,
+                            registry=get_registry(), validate=False)
+    stored = dict(Event.objects.filter(uid__startswith="new-").values_list("uid", "id"))
+    assert (batch.admitted, batch.duplicates) == (stored, {"old-0", "old-1"})
+    assert sorted(stored) == ["new-1", "new-2", "new-3"]
+    assert list(JournalEntry.objects.filter(event__uid__startswith="new-").order_by("id").values_list(
+        "event_id", "data__eventId")) == [(stored[uid], uid) for uid in ("new-1", "new-2", "new-3")]
+
