@@ -12,6 +12,7 @@ from django.db import transaction
 
 from runtime.models import Actor, Event, JournalEntry, OutboxEntry, Proposal, Run
 from runtime.preview_model import Preview
+from runtime.services import retention
 from runtime.services.journal import record
 from runtime.services.retention import (
     PruneCounts,
@@ -202,3 +203,15 @@ def test_run_directories_of_pruned_runs_and_orphans_are_removed_and_counted(hear
     assert remove_orphan_run_dirs(runs_dir) == 2
     assert sorted(p.name for p in runs_dir.iterdir()) == sorted([str(second.pk), "1003", "notes"])
     assert remove_orphan_run_dirs(tmp_path / "nowhere") == 0
+
+
+def test_orphan_run_directories_are_looked_at_chunk_by_chunk(heartbeats, tmp_path, monkeypatch):
+    """Chunks of two (``CHUNK_EVENTS`` made small): every directory is looked at, the first (an
+    orphan) and the last too, and the count adds up over the chunks."""
+    monkeypatch.setattr(retention, "CHUNK_EVENTS", 2)
+    runs_dir = tmp_path / "elsewhere"
+    kept = Run.objects.order_by("id").first().pk
+    for name in (0, kept, 1000, 1001, 1002, 1003):
+        (runs_dir / str(name)).mkdir(parents=True)
+    assert remove_orphan_run_dirs(runs_dir) == 5
+    assert [p.name for p in runs_dir.iterdir()] == [str(kept)]
