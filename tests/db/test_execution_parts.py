@@ -5,6 +5,7 @@ with its exact rows and log records (docs/design.md §8)."""
 import logging
 import threading
 import time
+from datetime import timedelta
 from unittest import mock
 
 import pytest
@@ -169,3 +170,22 @@ def test_an_abort_is_recorded_until_a_renewal_interval_past_its_bound(registry_f
         _record_abort(run, keeper, "w1")
     ((write,), bounds) = held.call_args
     assert bounds == {"until": until, "what": what.format(pk=run.pk)}
+
+
+def test_a_worker_step_sweeps_and_claims_at_its_clock_and_says_so(registry_files, settings, caplog):
+    """``work_one`` with a clock: a lease expired by then is taken back at that instant (its
+    read-only run requeued), a run is claimed at it, the claim is logged with the attempt, and
+    the run's lease is counted from the step's start (the monotonic instant before the claim)."""
+    settings.FACTORY_LEASE_SECONDS = 60
+    run = _running(registry_files)
+    later = NOW + timedelta(seconds=120)  # past the lease (60 s) and its margin (25 s)
+    with caplog.at_level(logging.INFO, logger="runtime.services.execution"), \
+            mock.patch.object(execution, "execute_run") as executed, \
+            mock.patch.object(execution.time, "monotonic", return_value=123.0):
+        assert execution.work_one(worker="w2", clock=lambda: later) is True
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.worker, stored.attempt, stored.claimed_at) == ("claimed", "w2", 2, later)
+    assert [(e.action, e.at) for e in JournalEntry.objects.filter(run=run).order_by("id")][-2:] == [
+        ("run_requeued", later), ("run_claimed", later)]
+    assert {k: executed.call_args.kwargs[k] for k in ("worker", "lease_started")} == {"worker": "w2", "lease_started": 123.0}
+    assert _logged(caplog) == [("INFO", f"run {run.pk} claimed (attempt 2/2)", "run_claimed", run.pk)]
