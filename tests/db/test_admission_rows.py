@@ -6,10 +6,12 @@ stored event, and warns only when its content differs (``occurredAt`` compared i
 import logging
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from runtime.models import Door, Event, JournalEntry
 from runtime.registry import get_registry
+from runtime.services import admission
 from runtime.services.admission import admit_batch, admit_event
 from tests.conftest import at
 
@@ -83,7 +85,7 @@ def test_a_keyed_tick_records_its_key_too():
 
 @pytest.mark.parametrize("door", [Door.INJECT, Door.EVENTS])
 def test_a_tick_shaped_payload_from_another_door_is_no_tick(door):
-    env = {**tick(), "eventId": "looks-like-a-tick", "source": "operator"}
+    env = {**tick(key="c-7"), "eventId": "looks-like-a-tick", "source": "operator"}
     admission = admit_event(env, door=door, now=NOW)
     stored = Event.objects.get()
     assert (stored.loop, stored.loop_key, stored.slot) == (None, None, None)
@@ -134,6 +136,21 @@ def test_a_batch_refuses_each_invalid_envelope_by_its_position_and_admits_the_re
         ("event_admitted", "operator", "alice", "ok-1",
          {"eventId": "ok-1", "type": "factory.work.requested", "source": "operator", "door": "operator"}),
     ]
+
+
+def test_a_batch_is_cut_into_statements_of_insert_rows_events_on_postgresql_each_journaling_its_own(monkeypatch):
+    # Five events at two a statement: three inserts; on PostgreSQL each journals its events in
+    # the same statement, on SQLite one more insert journals them all.
+    monkeypatch.setattr(admission, "INSERT_ROWS", 2)
+    envelopes = [request(eventId=f"op-{n}") for n in range(5)]
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        batch = admit_batch(envelopes, door=Door.EVENTS, now=NOW, registry=get_registry(), validate=False)
+    statements = [query["sql"].split()[0] for query in queries.captured_queries]
+    assert statements == (["WITH"] * 3 if connection.vendor == "postgresql" else ["INSERT"] * 4)
+    assert sorted(batch.admitted) == [f"op-{n}" for n in range(5)]
+    assert list(Event.objects.order_by("id").values_list("uid", flat=True)) == [f"op-{n}" for n in range(5)]
+    assert list(JournalEntry.objects.order_by("id").values_list("event__uid", "action", "actor")) == [
+        (f"op-{n}", "event_admitted", "events") for n in range(5)]
 
 
 def test_an_empty_batch_writes_nothing():
