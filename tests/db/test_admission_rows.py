@@ -101,8 +101,9 @@ def test_a_schedule_event_without_a_slot_is_no_tick():
 
 
 def test_a_batch_of_ticks_stores_each_loop_key_and_slot_and_journals_the_schedule():
+    # A tick names its loop in the payload as the bridge's events do, but its entry names no job.
     envelopes = [
-        tick(slot="2026-11-30T10:00:00Z"),
+        {**tick(slot="2026-11-30T10:00:00Z"), "source": "bridge"},
         tick("customer-digest", "2026-11-30T09:00:00Z", "customer.digest.due", key="c-7"),
     ]
     with transaction.atomic():
@@ -117,9 +118,12 @@ def test_a_batch_of_ticks_stores_each_loop_key_and_slot_and_journals_the_schedul
         (envelopes[1]["eventId"], "customer-digest", "c-7", at("2026-11-30T09:00:00Z"), "schedule", NOW,
          at("2026-11-30T10:00:01Z"), envelopes[1]["payload"], None, ""),
     ]
-    assert list(JournalEntry.objects.order_by("id").values_list("action", "actor", "actor_name", "event__uid")) == [
-        ("event_admitted", "schedule", "", envelopes[0]["eventId"]),
-        ("event_admitted", "schedule", "", envelopes[1]["eventId"]),
+    entries = JournalEntry.objects.order_by("id").values_list("action", "actor", "actor_name", "event__uid", "data")
+    assert list(entries) == [
+        ("event_admitted", "schedule", "", envelopes[0]["eventId"],
+         {"eventId": envelopes[0]["eventId"], "type": "clock.tick.heartbeat", "source": "bridge", "door": "schedule"}),
+        ("event_admitted", "schedule", "", envelopes[1]["eventId"],
+         {"eventId": envelopes[1]["eventId"], "type": "customer.digest.due", "source": "clock", "door": "schedule"}),
     ]
 
 
