@@ -107,7 +107,8 @@ def test_a_batch_of_ticks_stores_each_loop_key_and_slot_and_journals_the_schedul
         tick("customer-digest", "2026-11-30T09:00:00Z", "customer.digest.due", key="c-7"),
     ]
     with transaction.atomic():
-        batch = admit_batch(envelopes, door=Door.SCHEDULE, now=NOW, registry=get_registry(), validate=False)
+        # Validated: a tick's reserved eventId is the schedule door's own.
+        batch = admit_batch(envelopes, door=Door.SCHEDULE, now=NOW, registry=get_registry())
     assert (sorted(batch.admitted), batch.duplicates, batch.refused) == (
         sorted(e["eventId"] for e in envelopes), set(), {})
     rows = list(Event.objects.order_by("id").values_list("uid", "loop", "loop_key", "slot", "door", "admitted_at",
