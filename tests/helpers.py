@@ -52,6 +52,18 @@ def step(instant: str):
         return tick(instant)
 
 
+def operator_envelope(**changes) -> dict:
+    """A valid ``factory.work.requested`` envelope from an operator (eventId ``op-1``), with
+    ``changes`` in place of its fields."""
+    base = {
+        "schemaVersion": "factory.event/v1", "eventId": "op-1", "type": "factory.work.requested",
+        "source": "operator", "subject": "hello", "occurredAt": "2026-11-30T11:00:00+01:00",
+        "correlationId": "op-1", "payload": {"repo": "hello"},
+    }
+    base.update(changes)
+    return base
+
+
 def inject(event_id: str, type_: str, payload: dict, instant: str = "2026-11-30T10:00:00Z"):
     envelope = {
         "schemaVersion": "factory.event/v1", "eventId": event_id, "type": type_, "source": "operator",

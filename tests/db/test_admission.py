@@ -12,20 +12,13 @@ from runtime.models import Door, Event, JournalEntry
 from runtime.registry import get_registry
 from runtime.services.admission import AdmissionRefused, admit_batch, admit_event
 from tests.conftest import at
+from tests.helpers import operator_envelope as envelope
 
 pytestmark = pytest.mark.django_db
 
 NOW = at("2026-11-30T10:00:00Z")
 
 
-def envelope(**changes):
-    base = {
-        "schemaVersion": "factory.event/v1", "eventId": "op-1", "type": "factory.work.requested",
-        "source": "operator", "subject": "hello", "occurredAt": "2026-11-30T11:00:00+01:00",
-        "correlationId": "op-1", "payload": {"repo": "hello"},
-    }
-    base.update(changes)
-    return base
 
 
 def refused(env, door=Door.INJECT):

@@ -37,16 +37,23 @@ def test_a_write_that_gets_through_returns_its_answer_at_once():
     assert (calls, reset.call_count, sleep.call_count) == ([1], 0, 0)
 
 
-def test_a_failed_write_is_retried_on_a_fresh_connection_while_the_lease_lasts(caplog):
-    """Two database errors, then success: each error resets the connection and waits
-    ``RETRY_SECONDS`` before the next try; nothing is logged."""
-    answers = [OperationalError("gone"), OperationalError("gone again"), 7]
+
+def answering(*answers):
+    """A write answering ``answers`` in turn, raising those that are exceptions."""
+    left = list(answers)
 
     def write():
-        answer = answers.pop(0)
+        answer = left.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer
+    write.left = left
+    return write
+
+def test_a_failed_write_is_retried_on_a_fresh_connection_while_the_lease_lasts(caplog):
+    """Two database errors, then success: each error resets the connection and waits
+    ``RETRY_SECONDS`` before the next try; nothing is logged."""
+    write = answering(OperationalError("gone"), OperationalError("gone again"), 7)
 
     with caplog.at_level(logging.INFO, logger="runtime.services.execution"), \
             mock.patch.object(execution, "reset_connection") as reset, \
@@ -60,20 +67,14 @@ def test_a_failed_write_is_retried_on_a_fresh_connection_while_the_lease_lasts(c
 def test_a_write_still_failing_when_the_lease_ends_is_left_to_the_sweep(caplog):
     """At ``until`` (the very instant): no retry — though the next try would get through —,
     None, and an error naming what could not be recorded and why."""
-    answers = [OperationalError("gone"), 7]
-
-    def write():
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+    write = answering(OperationalError("gone"), 7)
 
     with caplog.at_level(logging.INFO, logger="runtime.services.execution"), \
             mock.patch.object(execution, "reset_connection") as reset, \
             mock.patch.object(execution.time, "sleep"), \
             mock.patch.object(execution.time, "monotonic", return_value=50.0):
         assert write_while_held(write, until=50.0, what="the end of run 5") is None
-    assert (reset.call_count, answers) == (0, [7])
+    assert (reset.call_count, write.left) == (0, [7])
     assert [(r.levelname, r.getMessage(), r.action) for r in caplog.records
             if r.name == "runtime.services.execution"] == [
         ("ERROR", "could not record the end of run 5 (gone); the lease sweep will", "record_failed")]

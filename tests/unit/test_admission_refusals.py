@@ -10,16 +10,7 @@ from runtime.models import Door
 from runtime.registry import get_registry
 from runtime.services.admission import AdmissionRefused, admit_event, validate_envelope
 from tests.conftest import at
-
-
-def envelope(**changes) -> dict:
-    base = {
-        "schemaVersion": "factory.event/v1", "eventId": "op-1", "type": "factory.work.requested",
-        "source": "operator", "subject": "hello", "occurredAt": "2026-11-30T11:00:00+01:00",
-        "correlationId": "op-1", "payload": {"repo": "hello"},
-    }
-    base.update(changes)
-    return base
+from tests.helpers import operator_envelope as envelope
 
 
 def reasons(env, door=Door.INJECT) -> list[tuple[str, str]]:
