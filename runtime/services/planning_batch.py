@@ -20,7 +20,7 @@ before its transaction begins: every transaction takes the database's one write 
 held it for its whole Python work (docs/performance.md, "Signed intake"). Either way the
 update that marks the chunk's events planned is a compare-and-swap on ``planned_at`` that
 must mark every one, or the chunk is rolled back: two planners never plan one event twice
-(on SQLite the second to write loses its chunk and claims the next one).
+(on SQLite the second to write loses its chunk and claims another at its next iteration).
 
 When the database refuses one of a chunk's inserts (another planner or an approval took
 a key or a singleton loop meanwhile), the chunk is rolled back and its events are
@@ -151,10 +151,13 @@ def _rows(decided: list[tuple[ClaimedEvent, Decision]], registry, now: datetime)
 
 
 def _write(rows: ChunkRows, registry, now: datetime) -> None:
-    """Insert the chunk's proposals, runs and journal entries (one multi-row insert each, the
-    journal in the order planning one at a time writes it), queue its previews and set the
-    events' outcomes. Call inside the chunk's transaction."""
+    """Set the events' outcomes, then insert the chunk's proposals, runs and journal entries
+    (one multi-row insert each, the journal in the order planning one at a time writes it)
+    and queue its previews. Call inside the chunk's transaction. The outcomes' compare-and-swap
+    comes first: a chunk another planner wrote meanwhile is ``ChunkLost`` at once, not a
+    proposal refused by that planner's rows and then every event planned again alone."""
     decided, runs = rows.decided, rows.runs
+    _record_outcomes(decided, now)
     proposal_ids = insert_rows(Proposal, list(rows.proposals.values()), key="event_id")
     for pk, run in runs.items():
         run["proposal_id"] = proposal_ids[pk]
@@ -171,7 +174,6 @@ def _write(rows: ChunkRows, registry, now: datetime) -> None:
             run = runs[event.pk]
             entries.append(run_queued_entry(run, run_id=run_ids[run["proposal_id"]], now=now))
     record_values(entries)
-    _record_outcomes(decided, now)
 
 
 def _record_outcomes(decided: list[tuple[ClaimedEvent, Decision]], now: datetime) -> None:

@@ -116,6 +116,38 @@ def test_on_sqlite_a_chunk_is_read_and_decided_before_its_transaction(registry_f
     begin = verbs.index("BEGIN") if "BEGIN" in verbs else None
     if connection.vendor == "sqlite":
         assert begin is not None and set(verbs[:begin]) == {"SELECT"}
-        assert verbs[begin:] == ["BEGIN", "INSERT", "INSERT", "UPDATE", "COMMIT"]
+        assert verbs[begin:] == ["BEGIN", "UPDATE", "INSERT", "INSERT", "COMMIT"]
     else:
         assert [q["sql"] for q in queries[:2]] == ["BEGIN", "SET LOCAL enable_bitmapscan = off"]
+
+
+
+def test_a_chunk_another_planner_wrote_first_is_lost_at_once(registry_files, monkeypatch, caplog):
+    """SQLite: two planners read the same chunk and the other one writes it whole (proposals
+    and all) first. This one loses it at its compare-and-swap — 0, ``planning_chunk_lost`` —
+    instead of meeting the other's proposals and planning every event again alone."""
+    if connection.vendor == "postgresql":
+        pytest.skip("the claim's row locks keep a second planner off the chunk until it commits")
+    for n in range(3):
+        inject(f"work-{n}", "factory.work.requested", {"repo": "hello"})
+    triage_backlog(3)
+    registry = get_registry()
+    rows = planning_batch._rows
+    other = []
+
+    def the_other_planner_writes_first(decided, registry, now):
+        # Between this planner's decisions and its write, as another process's would.
+        if not other:
+            other.append(None)
+            other[0] = planning_batch.plan_batch(now=now, registry=registry)
+        return rows(decided, registry, now)
+
+    monkeypatch.setattr(planning_batch, "_rows", the_other_planner_writes_first)
+    alone = []
+    monkeypatch.setattr(planning_batch, "plan_event", lambda *args, **kwargs: alone.append(args))
+    with caplog.at_level(logging.INFO, logger="runtime.services.planning_batch"):
+        assert planning_batch.plan_batch(now=NOW, registry=registry) == 0
+    assert (other, alone) == ([6], [])
+    assert [(r.levelname, r.action) for r in caplog.records if r.name == "runtime.services.planning_batch"
+            and r.action.startswith("planning_chunk_")] == [("INFO", "planning_chunk_lost")]
+    assert Proposal.objects.count() == 6
