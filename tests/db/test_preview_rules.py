@@ -11,6 +11,7 @@ import pytest
 
 from runtime.models import JournalEntry, Proposal
 from runtime.preview_model import Preview
+from runtime.registry import store
 from runtime.services import previews
 from runtime.services.preview_execution import preview_one
 from runtime.services.previews import claim_preview
@@ -203,3 +204,154 @@ def test_a_definition_gone_from_the_registry_leaves_only_the_contract(previewing
     preview.proposal.definition = "gone@1"
     line = '{"schemaVersion": "factory.command-result/v1", "outcome": "WOULD_RELEASE"}'
     assert run({"exit_code": 0, "stdout_tail": line}, out="")["status"] == "done"
+
+
+def test_a_claim_drops_the_waiting_previews_of_decided_proposals(registry_files, approver):
+    """A decided proposal's waiting preview is ``not-previewed`` (``decided_first``, the claim's
+    instant, the reason in words) and journals nothing; its running one is left to end; the
+    next waiting preview of a pending proposal is taken."""
+    from runtime.services.approval import reject_proposal
+
+    many_loops(registry_files, 3)
+    first, second, third = Proposal.objects.order_by("id")
+    # Planning wrote the newest proposal's row first: the oldest row, third's, runs.
+    assert claim_preview(worker="w0", clock=lambda: NOW).proposal_id == third.pk
+    reject_proposal(first.pk, user=approver, now=NOW)
+    reject_proposal(third.pk, user=approver, now=NOW)
+    later = at("2026-11-30T21:08:05Z")
+    taken = claim_preview(worker="w1", clock=lambda: later)
+    assert (taken.proposal_id, taken.status, taken.worker, taken.started_at) == (second.pk, "running", "w1", later)
+    assert list(Preview.objects.order_by("proposal_id").values_list("status", "reason", "detail", "finished_at")) == [
+        ("not-previewed", "decided_first", "the proposal was decided before its preview ran", later),
+        ("running", "", "", None),
+        ("running", "", "", None),
+    ]
+    assert not JournalEntry.objects.filter(action="proposal_previewed").exists()
+
+
+def test_a_preview_another_claim_dropped_meanwhile_keeps_that_claims_instant(registry_files, approver):
+    """Two preview threads drop a decided proposal's preview at once: the one whose update comes
+    second changes nothing (the row is no longer pending), so the row keeps the first's instant."""
+    from runtime.services.approval import reject_proposal
+
+    many_loops(registry_files, 1)
+    reject_proposal(Proposal.objects.get().pk, user=approver, now=NOW)
+    first = at("2026-11-30T21:08:01Z")
+
+    def clock():
+        """The other thread's drop lands between this claim's read and its update."""
+        Preview.objects.update(status="not-previewed", reason="decided_first", finished_at=first,
+                               detail="the proposal was decided before its preview ran")
+        return at("2026-11-30T21:08:02Z")
+    assert claim_preview(worker="w", clock=clock) is None
+    assert Preview.objects.values_list("status", "finished_at").get() == ("not-previewed", first)
+
+
+def test_a_preview_another_thread_claimed_meanwhile_is_not_taken_again(registry_files):
+    """The claim is a compare-and-swap: a row another thread took between this claim's read and
+    its update stays that thread's, and this claim takes nothing."""
+    many_loops(registry_files, 1)
+    deadline = at("2026-11-30T21:09:15Z")
+
+    def clock():
+        Preview.objects.update(status="running", worker="other", started_at=NOW, deadline_at=deadline)
+        return at("2026-11-30T21:08:01Z")
+    assert claim_preview(worker="w", clock=clock) is None
+    assert Preview.objects.values_list("worker", "started_at").get() == ("other", NOW)
+
+
+def test_a_finish_records_that_preview_only(registry_files):
+    """Two previews running for one worker name: finishing one leaves the other running."""
+    from runtime.services.previews import finish_preview
+
+    many_loops(registry_files, 2)
+    one = claim_preview(worker="w", clock=lambda: NOW)
+    other = claim_preview(worker="w", clock=lambda: NOW)
+    assert finish_preview(one, worker="w", now=at("2026-11-30T21:08:03Z"), status="done", outcome="OK") is True
+    assert dict(Preview.objects.values_list("pk", "status")) == {one.pk: "done", other.pk: "running"}
+    assert JournalEntry.objects.get(action="proposal_previewed").proposal_id == one.proposal_id
+
+
+def test_planning_queues_the_demos_stand_in_only_for_a_mutating_definition(registry_files, caplog, monkeypatch):
+    """A ``fake`` plan of a mutating definition without a preview of its own (label-guard) is
+    queued with no command (its script has a preview); a ``fake`` plan of a read-only one, or a
+    real plan of a definition without a preview, is not even counted: no row, no log line, the
+    loop's waiting preview is not dropped for it, and the proposals after it are still queued."""
+    from runtime.services.previews import preview_timeout, queue_previews
+
+    asked = []
+    monkeypatch.setattr(previews, "scripted_preview",
+                        lambda plan, definitions: asked.append(definitions) or {"outcome": "WOULD_LABEL"})
+    many_loops(registry_files, 2)
+    first, second = Proposal.objects.order_by("id")
+    Preview.objects.filter(proposal=second).delete()
+    registry = store.current()
+    with caplog.at_level(logging.INFO, logger="runtime.services.previews"):
+        assert queue_previews([
+            (second.pk, first.loop, first.loop_key, {"definition": "label-guard@1", "adapter": "command",
+                                                     "argvTemplate": ["guard"]}),
+            (second.pk, first.loop, first.loop_key, {"definition": "work-scan@1", "adapter": "fake"}),
+        ], registry=registry, now=NOW) == 0
+        assert Preview.objects.values_list("proposal_id", "status").get() == (first.pk, "pending")
+        assert queue_previews([(first.pk, None, None, {"definition": "work-scan@1", "adapter": "fake"}),
+                               (second.pk, None, None, {"definition": "label-guard@1", "adapter": "fake"})],
+                              registry=registry, now=NOW) == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "runtime.services.previews"] == []
+    row = Preview.objects.get(proposal=second)
+    assert (row.status, row.argv, row.timeout_seconds, row.requested_at) == (
+        "pending", [], preview_timeout(registry.definitions["label-guard@1"]), NOW)
+    assert asked == [registry.definitions]  # the script read against the registry in force
+
+
+def test_a_full_queue_takes_no_more(registry_files, settings, caplog):
+    """As many previews waiting as ``FACTORY_PREVIEW_QUEUE``: a new proposal gets no row, logged
+    with the count waiting."""
+    from runtime.services.previews import queue_previews
+
+    settings.FACTORY_PREVIEW_QUEUE = 1
+    many_loops(registry_files, 2)
+    first, second = Proposal.objects.order_by("id")
+    Preview.objects.filter(proposal=first).delete()
+    assert Preview.objects.filter(status="pending").count() == 1
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="runtime.services.previews"):
+        assert queue_previews([(first.pk, None, None, first.plan)], registry=store.current(), now=NOW) == 0
+    assert list(Preview.objects.values_list("proposal_id", flat=True)) == [second.pk]
+    assert [r.getMessage() for r in caplog.records if r.name == "runtime.services.previews"] == [
+        "1 proposal(s) not previewed: 1 preview(s) wait (FACTORY_PREVIEW_QUEUE=1)"]
+
+
+def test_a_plan_the_preview_cannot_be_derived_from_is_skipped_not_the_ones_after_it(registry_files, approver):
+    """The newest proposal's plan has no command template (no argv to derive): it gets no row,
+    and the older one after it in the queue's order still gets its own."""
+    from runtime.services.previews import queue_previews
+
+    many_loops(registry_files, 2)
+    first, second = Proposal.objects.order_by("id")
+    Preview.objects.all().delete()
+    templateless = {key: value for key, value in second.plan.items() if key != "argvTemplate"}
+    assert queue_previews([(first.pk, None, None, first.plan), (second.pk, None, None, templateless)],
+                          registry=store.current(), now=NOW) == 1
+    assert list(Preview.objects.values_list("proposal_id", flat=True)) == [first.pk]
+
+
+def test_a_request_racing_another_for_a_new_row_is_refused_in_progress(registry_files, approver, monkeypatch):
+    """Two people ask at once for a proposal without a preview row: the one whose insert comes
+    second is refused ``preview_in_progress`` (409), saying it was just asked for, and journals
+    nothing."""
+    from runtime.services.previews import PreviewRefused, request_preview
+
+    many_loops(registry_files, 1)
+    proposal = Proposal.objects.get()
+    Preview.objects.all().delete()
+    real = Preview.objects.create
+
+    def racing(**fields):
+        real(**fields)  # the other request's row, inserted first
+        return real(**fields)
+    monkeypatch.setattr(Preview.objects, "create", racing)
+    with pytest.raises(PreviewRefused) as refused:
+        request_preview(proposal.pk, user=approver, now=NOW, registry=store.current())
+    assert (refused.value.code, refused.value.status, refused.value.detail) == (
+        "preview_in_progress", 409, f"proposal {proposal.pk}'s preview was just asked for")
+    assert not JournalEntry.objects.filter(action="proposal_preview_requested").exists()
