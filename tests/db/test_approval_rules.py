@@ -276,10 +276,12 @@ def test_only_pending_proposals_of_the_same_loop_and_key_are_superseded(reaper, 
 
 
 def test_a_keyed_loop_supersedes_the_older_proposals_of_its_key_only(reaper, approver):
+    """One loop, two keys: approving the newest of one key supersedes its older proposal, not
+    the other key's."""
     first, second, third = reaper
     Proposal.objects.filter(pk=first.pk).update(loop_key="acme")
     Proposal.objects.filter(pk__in=[second.pk, third.pk]).update(loop_key="globex")
-    approve_proposal(Proposal.objects.get(pk=third.pk).pk, user=approver, now=NOW)
+    approve_proposal(third.pk, user=approver, now=NOW)
     assert [p.status for p in Proposal.objects.order_by("id")] == ["pending", "superseded", "approved"]
     assert [entry[4] for entry in entries("proposal_superseded")] == [second.pk]
 

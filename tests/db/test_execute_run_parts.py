@@ -271,6 +271,7 @@ def ask(keeper, moment, *, renew=True, now=LATER):
 
 
 def test_before_the_next_renewal_the_command_goes_on_without_a_query(keeper):
+    """Short of ``next_renewal``: go on, no renewal asked."""
     assert ask(keeper, 1029.9) == (True, [])
 
 
@@ -339,6 +340,7 @@ def test_at_the_leases_end_the_command_is_stopped(keeper, caplog):
 
 
 def test_an_ended_keeper_says_its_own_reason(keeper):
+    """Ended already (the watchdog, say): stop with that reason, whatever the clock, no query."""
     keeper.ended = "lease_lost"
     assert ask(keeper, 1001.0) == (False, [])
     assert keeper.ended == "lease_lost"
@@ -369,6 +371,7 @@ def test_a_stopping_keeper_still_renews_within_the_grace(keeper):
 
 
 def test_a_keeper_without_a_stop_event_never_stops_for_it(claimed):
+    """No stop event (a worker that is never asked to stop): no grace, no deadline."""
     keeper = LeaseKeeper(claimed, worker="w1", lease_seconds=90, lease_started=1000.0, stop=None, stop_grace=0.0)
     assert ask(keeper, 1010.0) == (True, [])
     assert keeper.stop_deadline is None
