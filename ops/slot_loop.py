@@ -23,10 +23,10 @@ from django.db import close_old_connections, connection, connections
 from runtime import clock
 from runtime.prepared import prepared_cursor
 from runtime.registry import store
-from runtime.services.backlog import backlog, backlog_now
+from runtime.services.backlog import Backlog, backlog, backlog_now
 from runtime.services.outbox import publish_outbox
 from runtime.services.planning import plan_pending
-from schedules.due_check import check_idle
+from schedules.due_check import check_idle, idle_columns, idle_params, read_idle
 from schedules.emitter import EmitterLease, bound_frozen_transactions
 from schedules.models import SlotLoopStatus
 from schedules.repair import future_limit
@@ -200,6 +200,28 @@ def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
     _recorded[0] = time.monotonic()
 
 
+def record_checking_idle(now: datetime, *, seconds: float, registry) -> tuple[bool, Backlog]:
+    """``record_iteration(now, seconds=seconds)`` and ``due_check.check_idle``'s answer at
+    ``now`` for ``registry``, in one statement: the row's update returns the question's
+    columns (``due_check.idle_columns``). ``seconds`` is the iteration's time up to this
+    statement. Where the row does not exist yet, the two statements apart."""
+    keyed = tuple(keyed_loops(registry))
+    fingerprint, future = loops_fingerprint(registry), future_limit(now)
+    vendor = connection.vendor
+    columns, constants = idle_columns(keyed)
+    before, after = idle_params(now, future, keyed, SYNC_NAME)
+    sql = f"{_record_sql(vendor, vendor == 'postgresql' and not connection.in_atomic_block, True)} RETURNING {columns}"
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, [clock.sql_instant(now, vendor), os.getpid(), _HOST, seconds, LOOP_NAME,
+                             *before, *constants, *after])
+        row = cursor.fetchone()
+    if row is None:
+        record_iteration(now, seconds=seconds)
+        return check_idle(sync_name=SYNC_NAME, fingerprint=fingerprint, due_by=now, future_after=future, keyed=keyed)
+    _recorded[0] = time.monotonic()
+    return read_idle(row, fingerprint)
+
+
 @functools.cache
 def _record_sql(vendor: str, relaxed: bool, timed: bool) -> str:
     """``record_iteration``'s ``UPDATE`` on ``vendor`` (its text is the same every second):
@@ -224,9 +246,10 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
     own statement: ``EmitterLease.hold_now``) and, if held, emit the due ticks, record the
     iteration and tell the planning thread whether it has work (``tell_planner``); None when
     another process holds the lease (the planning thread then asks for itself). An idle
-    second is three statements: the lease, the ticks' and the backlog's question
-    (``due_check.check_idle``) and the doctor's row; when a tick may be due,
-    ``emit_due_ticks`` asks the ticks' question again and takes its path.
+    second is two statements: the lease, and the doctor's row's update returning the ticks'
+    and the backlog's question (``record_checking_idle``); when a tick may be due,
+    ``emit_due_ticks`` asks the ticks' question again and takes its path, and the iteration
+    is recorded again when it ends.
     Between the chunks of a burst the lease is renewed and the iteration recorded, so a
     long burst keeps the lease and does not look like a stopped slot loop. Planning in
     this process pauses meanwhile (``emitting``)."""
@@ -252,13 +275,13 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
         store.refresh()
         registry = store.current()
         tick_forms(registry)  # built once per registry, before its first burst needs them
-        # The question emit_due_ticks asks first, with the backlog's for the planning thread.
-        idle, waiting = check_idle(
-            sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
-            future_after=future_limit(now), keyed=tuple(keyed_loops(registry)),
-        )
-        fired = [] if idle else emit_due_ticks(now=now, registry=registry, renew=renew)
-        record_iteration(latest[-1], seconds=time.monotonic() - started)
+        # The question emit_due_ticks asks first, with the backlog's for the planning thread,
+        # returned by the doctor's row's update: an idle second's second statement.
+        idle, waiting = record_checking_idle(now, seconds=time.monotonic() - started, registry=registry)
+        fired = []
+        if not idle:
+            fired = emit_due_ticks(now=now, registry=registry, renew=renew)
+            record_iteration(latest[-1], seconds=time.monotonic() - started)
         tell_planner(work=not idle or waiting.outbox or waiting.events)
         return fired
     finally:

@@ -9,8 +9,9 @@ The statement is plain SQL built once per process and registry: building it thro
 ORM cost more than the database's answer.
 
 ``check_idle`` asks the same and, in the same statement, ``runtime.services.backlog``'s
-two questions (outbox rows pending? events not planned?): an idle slot-loop iteration
-is then one round trip to the database and the doctor's row (docs/design.md §5).
+two questions (outbox rows pending? events not planned?). The slot loop's tick thread asks
+them in the ``RETURNING`` of its doctor's row's update (``idle_columns``, ``read_idle``): an
+idle iteration is then the lease and that one statement (docs/design.md §5).
 
 A keyed loop has work (``schedules.keyed``) when its state row is missing or marks it
 disabled while it is enabled and not paused, when an event of its setting or clearing types lies past
@@ -34,7 +35,7 @@ _sql: dict[tuple, tuple[str, list]] = {}
 
 
 def _statement(keyed: tuple[Loop, ...], *, with_backlog: bool) -> tuple[str, list]:
-    """The statement and its constant parameters (the keyed loops' names and types); with
+    """The question's columns (SQL expressions, comma-separated) and its constant parameters (the keyed loops' names and types); with
     ``with_backlog`` its first two columns are ``backlog_columns()``."""
     cache_key = (
         connection.vendor, with_backlog, tuple((loop.name, loop.enabled, loop.keyed.event_types) for loop in keyed),
@@ -87,8 +88,28 @@ def _statement(keyed: tuple[Loop, ...], *, with_backlog: bool) -> tuple[str, lis
             )
     if with_backlog:
         parts[:0] = backlog_columns()
-    _sql[cache_key] = (f"SELECT {', '.join(parts)}", constants)
+    _sql[cache_key] = (", ".join(parts), constants)
     return _sql[cache_key]
+
+
+def idle_columns(keyed: tuple[Loop, ...]) -> tuple[str, list]:
+    """``(columns, constants)``: ``check_idle``'s question as a list of SQL expressions, to be
+    selected or returned by another statement, and its constant parameters;
+    ``idle_params`` gives the parameters before the constants, ``read_idle`` reads the row."""
+    return _statement(keyed, with_backlog=True)
+
+
+def idle_params(due_by: datetime, future_after: datetime, keyed: tuple[Loop, ...], sync_name: str) -> tuple[list, list]:
+    """The parameters of ``idle_columns`` as ``(before the constants, after them)``."""
+    vendor = connection.vendor
+    due, future = sql_instant(due_by, vendor), sql_instant(future_after, vendor)
+    return [sync_name, due, future, future], [due] if any(loop.enabled for loop in keyed) else []
+
+
+def read_idle(row, fingerprint: str) -> tuple[bool, Backlog]:
+    """``check_idle``'s answer from a row of ``idle_columns``."""
+    synced, *work = row[2:]
+    return synced == fingerprint and not any(work), Backlog(outbox=bool(row[0]), events=bool(row[1]))
 
 
 def nothing_due(
@@ -110,16 +131,13 @@ def check_idle(
 
 
 def _ask(sync_name, fingerprint, due_by, future_after, keyed, *, with_backlog: bool) -> tuple[bool, Backlog | None]:
-    sql, constants = _statement(keyed, with_backlog=with_backlog)
-    vendor = connection.vendor
-    due, future = sql_instant(due_by, vendor), sql_instant(future_after, vendor)
-    params = [sync_name, due, future, future, *constants]
-    if any(loop.enabled for loop in keyed):
-        params.append(due)
+    columns, constants = _statement(keyed, with_backlog=with_backlog)
+    before, after = idle_params(due_by, future_after, keyed, sync_name)
     # Prepared on PostgreSQL: planning it took three times as long as answering it.
     with prepared_cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(f"SELECT {columns}", [*before, *constants, *after])
         row = cursor.fetchone()
-    waiting = Backlog(outbox=bool(row[0]), events=bool(row[1])) if with_backlog else None
-    synced, *work = row[2:] if with_backlog else row
-    return synced == fingerprint and not any(work), waiting
+    if with_backlog:
+        return read_idle(row, fingerprint)
+    synced, *work = row
+    return synced == fingerprint and not any(work), None

@@ -6,7 +6,7 @@ from django.db import connection
 
 from runtime.prepared import prepared_cursor
 from runtime.registry import get_registry
-from schedules.due_check import _statement, check_idle
+from schedules.due_check import check_idle, idle_columns
 from schedules.repair import future_limit
 from schedules.state import SYNC_NAME, loops_fingerprint
 from schedules.ticks import keyed_loops
@@ -35,14 +35,15 @@ def prepared_statements() -> dict[str, int]:
 def test_the_idle_check_is_prepared_once_and_then_executed():
     first = ask_idle()
     assert [ask_idle() for _ in range(3)] == [first] * 3
-    sql, _ = _statement(tuple(keyed_loops(get_registry())), with_backlog=True)
+    sql = "SELECT " + idle_columns(tuple(keyed_loops(get_registry())))[0]
     executions = [count for statement, count in prepared_statements().items() if statement.startswith(sql[:60])]
     assert executions == [4]
 
 
 @postgres_only
 def test_the_idle_checks_generic_plan_reads_no_state_one_by_one():
-    sql, constants = _statement(tuple(keyed_loops(get_registry())), with_backlog=True)
+    columns, constants = idle_columns(tuple(keyed_loops(get_registry())))
+    sql = f"SELECT {columns}"
     marks = iter(f"${n}" for n in range(1, 100))
     numbered = "".join(part + (next(marks) if i < sql.count("%s") else "") for i, part in enumerate(sql.split("%s")))
     with connection.cursor() as cursor:

@@ -1,6 +1,7 @@
 """The tick emitter lease: one slot-loop process at a time emits ticks, on the database's clock
 (docs/design.md §5; docs/operations.md, "Several runserve processes")."""
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -111,20 +112,50 @@ def test_planning_waits_while_the_tick_thread_emits(monkeypatch):
     assert (steps, done) == ([20, 20, 10], [50])
 
 
-def test_an_idle_tick_second_is_three_statements_and_tells_the_planning_thread_to_sleep(
+def test_an_idle_tick_second_is_two_statements_and_tells_the_planning_thread_to_sleep(
     registry_files, django_assert_num_queries,
 ):
+    """The lease (with the database's clock), then the doctor's row's update returning the
+    ticks' and the backlog's question: issue 29's budget of two statements an idle second."""
     from ops import slot_loop
+    from schedules.models import SlotLoopStatus
 
     lease = EmitterLease("host-a:1:aa")
-    emit_once(lease)  # the first: the lease's row, the states' sync, the heartbeat's tick
+    assert not SlotLoopStatus.objects.exists()
+    emit_once(lease)  # the first: the lease's row, the doctor's row, the states' sync, the heartbeat's tick
     slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
     emit_once(lease)  # an iteration with nothing due
     looked = slot_loop.time.monotonic()
-    with django_assert_num_queries(3) as captured:  # the lease (and clock), ticks' and backlog's question, doctor's row
+    with django_assert_num_queries(2) as captured:
         assert emit_once(lease) == []
-    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["WITH", "SELECT", "UPDATE"]
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["WITH", "UPDATE"]
+    assert " RETURNING " in captured.captured_queries[1]["sql"]
     assert slot_loop.planning_due(looked) is False
+    row = SlotLoopStatus.objects.get()
+    held_at = TickEmitterLease.objects.get().expires_at - timedelta(seconds=LEASE_SECONDS)
+    assert (row.pid, row.last_iteration_at) == (os.getpid(), held_at)
+    assert 0 < row.last_iteration_seconds < 1
+
+
+def test_a_tick_second_with_work_records_its_iteration_again_when_it_ends(registry_files):
+    """A second whose question says "work" is recorded by the question's statement and again
+    after its ticks, at the lease's latest instant, with the whole iteration's time."""
+    from ops import slot_loop
+    from schedules.models import SlotLoopStatus
+
+    slot_loop.record_iteration(database_now() - timedelta(seconds=10))  # the row exists
+    lease = EmitterLease("host-a:1:aa")
+    recorded = []
+    real = slot_loop.record_iteration
+    slot_loop.record_iteration = lambda now, seconds=None: (recorded.append((now, seconds)), real(now, seconds=seconds))
+    try:
+        fired = emit_once(lease)
+    finally:
+        slot_loop.record_iteration = real
+    assert [report.loop for report in fired] == ["heartbeat"] and Event.objects.count() == 1
+    assert len(recorded) == 1 and recorded[0][1] > 0
+    row = SlotLoopStatus.objects.get()
+    assert (row.last_iteration_at, row.last_iteration_seconds) == recorded[0]
 
 
 def nothing_to_plan(lease: EmitterLease) -> float:
