@@ -253,7 +253,8 @@ class DatabaseCollector:
         took = SlotLoopStatus.objects.filter(name=LOOP_NAME).values_list("last_iteration_seconds", flat=True).first()
         yield GaugeMetricFamily(
             "factory_slot_loop_last_iteration_seconds",
-            "How long the slot loop's last completed iteration took, in seconds (-1: none recorded).",
+            "How long the slot loop's last iteration took, in seconds: an idle one up to its last statement, one "
+            "that fired ticks to its end (-1: none recorded).",
             value=took if took is not None else -1)
         anomaly = GaugeMetricFamily("factory_doctor_anomaly", "1 while the doctor reports this anomaly.",
                                     labels=["anomaly"])

@@ -58,6 +58,11 @@ def confirmation_rows(request, proposals: list[Proposal], *, now, back: str) -> 
     ]
 
 
+#: Proposals a confirmation page describes one by one; the rest of a larger selection are counted.
+CONFIRM_ROWS = 100
+#: A decision's past participle, as the confirmation page says it.
+DECIDED = {"approve": "approved", "reject": "rejected"}
+
 #: What an empty inbox says: what would be listed and why there is none.
 NOTHING_WAITING = (
     "No proposal is waiting: a watched loop's tick, or an event whose type needs a person's approval, "
@@ -215,15 +220,22 @@ class ProposalAdmin(ReadOnlyAdmin):
             return HttpResponseRedirect(page)
         return self._confirmation(request, [proposal], decision, skipped=0, selected_ids=None, back=page)
 
-    def _confirmation(self, request, pending, decision, *, skipped, selected_ids, back):
+    def _confirmation(self, request, pending, decision, *, skipped, selected_ids, back, through=None):
+        """The page that says what deciding ``pending`` will do, its first ``CONFIRM_ROWS``
+        described one by one. ``through``: the list's "select all" was used, and the form
+        carries that choice and the newest proposal id it covers instead of every id."""
+        shown = pending[:CONFIRM_ROWS]
         return TemplateResponse(request, "admin/runtime/proposal/confirm_decision.html", {
             **self.admin_site.each_context(request),
             "title": f"{decision.capitalize()} {len(pending)} proposal(s)?",
             "decision": decision,
+            "decided": DECIDED[decision],
             "action": f"{decision}_selected",
-            "rows": confirmation_rows(request, pending, now=clock.database_now(), back=request.get_full_path()),
+            "rows": confirmation_rows(request, shown, now=clock.database_now(), back=request.get_full_path()),
+            "more": len(pending) - len(shown),
             "skipped": skipped,
             "selected_ids": selected_ids,
+            "through": through,
             "back": back,
             "note_max_length": NOTE_MAX_LENGTH,
             "opts": self.model._meta,
@@ -265,11 +277,24 @@ class ProposalAdmin(ReadOnlyAdmin):
         return [run for _, run in runs]
 
     def _decide(self, request, queryset, decision: str):
+        # "Select all" (Django's select_across) decides the list's whole filtered queryset. Its
+        # confirmation posts that choice and the newest proposal it showed, not one field per
+        # proposal (Django refuses a form of more than DATA_UPLOAD_MAX_NUMBER_FIELDS), and a
+        # proposal that arrived since is left for the next decision.
+        across = request.POST.get("select_across") == "1"
+        through = request.POST.get("through", "")
+        if across and through.isdigit():
+            queryset = queryset.filter(pk__lte=int(through))
         selected = list(queryset.select_related("event"))
         pending = [p for p in selected if p.status == ProposalStatus.PENDING]
         # Counted once, before deciding: afterwards a Pending-filtered queryset no longer holds them.
         skipped = len(selected) - len(pending)
         if "confirm" not in request.POST:
+            if across and selected:
+                return self._confirmation(
+                    request, pending, decision, skipped=skipped, selected_ids=[str(selected[0].pk)],
+                    through=max(p.pk for p in selected), back=reverse("admin:runtime_proposal_changelist"),
+                )
             return self._confirmation(
                 request, pending, decision, skipped=skipped, selected_ids=[str(p.pk) for p in selected],
                 back=reverse("admin:runtime_proposal_changelist"),

@@ -198,7 +198,7 @@ def merge_overlay(load: Load, loops: dict[str, LoopDraft], overlay: dict) -> dic
                 load.error(
                     path, name, "overlay_forbidden_override",
                     f"the overlay may change only {', '.join(OVERLAY_OVERRIDABLE)} of a kernel loop; "
-                    f"{', '.join(forbidden)} stay pinned in the tracked registry",
+                    f"{', '.join(forbidden)} {'stays' if len(forbidden) == 1 else 'stay'} pinned in the tracked registry",
                 )
                 continue
             overrides = tuple(

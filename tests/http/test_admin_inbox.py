@@ -159,3 +159,49 @@ def test_approving_both_of_a_loops_pending_proposals_says_the_older_was_supersed
         f"1 proposal(s) approved: <a href='/admin/runtime/run/{run.pk}/change/'>run {run.pk}</a> (proposal {newer.pk}) queued.",
         f"Proposal {older.pk} was superseded by proposal {newer.pk}, as the confirmation said: its slot is covered by that run.",
     ]
+
+
+def test_select_all_decides_the_filtered_list_through_a_confirmation_that_fits_django_s_field_limit(
+    client, approver, registry_files,
+):
+    """"Select all" over 1,200 pending proposals: the confirmation describes the first 100 and
+    counts the rest, and its form carries the choice and the newest proposal it covers instead
+    of 1,200 ids, which Django refuses as more than DATA_UPLOAD_MAX_NUMBER_FIELDS (400). A
+    proposal arriving after the page is left pending."""
+    import re
+
+    from runtime.admin.proposals import CONFIRM_ROWS
+    from runtime.registry import get_registry
+    from runtime.services.planning import plan_pending
+    from tests.conftest import at
+    from tests.helpers import inject, many_loops
+
+    many_loops(registry_files, 1200)
+    pending = list(Proposal.objects.filter(status="pending").order_by("pk"))
+    assert len(pending) == 1200
+    client.force_login(approver)
+    changelist = CHANGELIST + "?status__exact=pending"
+    confirm = client.post(changelist, {"action": "reject_selected", "index": "0", "select_across": "1",
+                                       "_selected_action": [p.pk for p in pending[:100]]})
+    assert confirm.status_code == 200
+    body = confirm.content.decode()
+    form = body[body.rindex('<form method="post">'):]
+    fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form)
+    carried = [value for name, value in fields if name == "_selected_action"]
+    assert len(carried) == 1 and int(carried[0]) in {p.pk for p in pending}
+    assert sorted((name, value) for name, value in fields if name not in ("_selected_action", "csrfmiddlewaretoken")) == [
+        ("action", "reject_selected"), ("confirm", "yes"), ("index", "0"), ("select_across", "1"),
+        ("through", str(pending[-1].pk)),
+    ]
+    assert body.count("<h2>Proposal ") == CONFIRM_ROWS == 100
+    assert "Reject 1200 proposal(s)?" in body
+    assert f"… and 1100 more pending proposal(s), not described here: each is rejected the same way (the list's selection up to proposal {pending[-1].pk};" in body
+    inject("late-1", "factory.janitor-scan.requested", {"repo": "factory"}, "2026-11-30T21:07:30Z")
+    plan_pending(now=at("2026-11-30T21:07:31Z"), registry=get_registry())
+    late = Proposal.objects.get(event__uid="late-1")
+    assert late.status == "pending" and late.pk > pending[-1].pk
+    done = client.post(changelist, dict(fields), follow=True)
+    assert done.status_code == 200
+    assert [str(m) for m in done.context["messages"]] == ["1200 proposal(s) rejected."]
+    assert Proposal.objects.filter(status="rejected").count() == 1200
+    assert Proposal.objects.get(pk=late.pk).status == "pending"

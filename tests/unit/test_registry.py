@@ -142,7 +142,15 @@ def test_the_overlay_may_not_change_pinned_fields(registry_files, field, value):
     registry_files.write_config("schedule.yaml", f"schedules:\n  reaper:\n    {field}: {value}\n")
     assert errors(registry_files) == [
         f"{registry_files.config_dir / 'schedule.yaml'}: reaper: overlay_forbidden_override: the overlay may change "
-        f"only enabled, every, payload of a kernel loop; {field} stay pinned in the tracked registry"
+        f"only enabled, every, payload of a kernel loop; {field} stays pinned in the tracked registry"
+    ]
+
+
+def test_the_overlay_names_every_pinned_field_it_tried_to_change(registry_files):
+    registry_files.write_config("schedule.yaml", "schedules:\n  reaper:\n    approval: auto\n    catchUp: last\n")
+    assert errors(registry_files) == [
+        f"{registry_files.config_dir / 'schedule.yaml'}: reaper: overlay_forbidden_override: the overlay may change "
+        f"only enabled, every, payload of a kernel loop; approval, catchUp stay pinned in the tracked registry"
     ]
 
 
