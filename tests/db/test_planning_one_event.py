@@ -87,6 +87,16 @@ def test_an_event_planned_already_is_left_as_it_is(registry_files):
     assert (JournalEntry.objects.count(), Proposal.objects.count(), Run.objects.count()) == (entries, 1, 1)
 
 
+def assert_a_held_key_noop(result, event) -> None:
+    """``result`` and the stored rows say ``event`` is a NOOP ``duplicate_idempotency_key``,
+    journaled by ``system`` with the key, at ``NOW``."""
+    assert (result.event.pk, result.outcome, result.reason, result.proposal, result.run) == (
+        event.pk, "NOOP", "duplicate_idempotency_key", None, None)
+    assert planned(event.uid) == (NOW, "NOOP", "duplicate_idempotency_key")
+    assert journal(event.uid) == [
+        ("event_noop", "system", NOW, {"reason": "duplicate_idempotency_key", "idempotencyKey": KEY}, None, None)]
+
+
 def test_a_held_key_is_a_noop_journaled_with_the_key_and_logged(registry_files, caplog):
     """The second merge request of one key: NOOP ``duplicate_idempotency_key``, journaled by
     ``system`` with the key, no proposal."""
@@ -95,11 +105,7 @@ def test_a_held_key_is_a_noop_journaled_with_the_key_and_logged(registry_files, 
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="runtime.services.planning"):
         result = plan_event(second.pk, now=NOW)
-    assert (result.event.pk, result.outcome, result.reason, result.proposal, result.run) == (
-        second.pk, "NOOP", "duplicate_idempotency_key", None, None)
-    assert planned("merge-2") == (NOW, "NOOP", "duplicate_idempotency_key")
-    assert journal("merge-2") == [
-        ("event_noop", "system", NOW, {"reason": "duplicate_idempotency_key", "idempotencyKey": KEY}, None, None)]
+    assert_a_held_key_noop(result, second)
     assert Proposal.objects.count() == 1
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("INFO", "planned merge-2: NOOP duplicate_idempotency_key")]
@@ -112,11 +118,7 @@ def test_a_key_taken_between_the_check_and_the_insert_is_a_noop(registry_files, 
     second = inject("merge-2", "factory.merge.requested", MERGE).event
     monkeypatch.setattr(planning, "key_held", lambda key: False)
     result = plan_event(second.pk, now=NOW)
-    assert (result.event.pk, result.outcome, result.reason, result.proposal, result.run) == (
-        second.pk, "NOOP", "duplicate_idempotency_key", None, None)
-    assert planned("merge-2") == (NOW, "NOOP", "duplicate_idempotency_key")
-    assert journal("merge-2") == [
-        ("event_noop", "system", NOW, {"reason": "duplicate_idempotency_key", "idempotencyKey": KEY}, None, None)]
+    assert_a_held_key_noop(result, second)
     assert (Proposal.objects.count(), Run.objects.count()) == (1, 1)
 
 
