@@ -63,8 +63,11 @@ class AdmissionRefused(Refused):
 
 
 #: Most characters of a schema error's message an answer carries: the message quotes the
-#: refused value, and a 100 KB correlationId made a 100 KB answer.
+#: refused value, and a 100 KB correlationId made a 100 KB answer. A longer one keeps its
+#: first ``MESSAGE_HEAD`` characters and its last ``MESSAGE_TAIL``: jsonschema's messages end
+#: with the rule broken ("… is too long", "… does not match '^…$'").
 MESSAGE_CHARACTERS = 300
+MESSAGE_HEAD, MESSAGE_TAIL = 200, 100
 
 
 def _schema_errors(schema: dict, document, code: str, what: str) -> list[dict]:
@@ -73,7 +76,7 @@ def _schema_errors(schema: dict, document, code: str, what: str) -> list[dict]:
         where = "/".join(str(p) for p in err.absolute_path) or "<top>"
         message = err.message
         if len(message) > MESSAGE_CHARACTERS:
-            message = f"{message[:MESSAGE_CHARACTERS]}… ({len(message)} characters in all)"
+            message = f"{message[:MESSAGE_HEAD]}…{message[-MESSAGE_TAIL:]} ({len(message)} characters in all)"
         errors.append({"code": code, "detail": f"{what} at {where}: {message}"})
     return errors
 

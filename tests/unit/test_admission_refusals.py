@@ -65,14 +65,15 @@ def test_a_type_with_no_payload_schema_takes_any_payload_but_not_unstorable_text
         ("invalid_payload", "payload: a string contains a lone surrogate, which is not Unicode text")]
 
 
-def test_a_message_of_exactly_300_characters_is_kept_whole_and_one_more_is_cut():
+def test_a_message_of_exactly_300_characters_is_kept_whole_and_one_more_keeps_its_head_and_its_rule():
     value = "x" * 286  # the message: repr (288) + " is too long" (12) = 300 characters
     assert reasons(envelope(correlationId=value)) == [
         ("invalid_envelope", f"envelope at correlationId: '{value}' is too long")]
     longer = value + "x"
-    cut = f"'{longer}' is too long"[:300]
+    message = f"'{longer}' is too long"
     assert reasons(envelope(correlationId=longer)) == [
-        ("invalid_envelope", f"envelope at correlationId: {cut}… (301 characters in all)")]
+        ("invalid_envelope", f"envelope at correlationId: {message[:200]}…{message[-100:]} (301 characters in all)")]
+    assert message[-100:].endswith("x' is too long")
 
 
 def test_an_occurred_at_without_an_offset_is_refused_with_the_parsers_reason():
