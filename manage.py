@@ -18,7 +18,22 @@ def main():
             "available on your PYTHONPATH environment variable? Did you "
             "forget to activate a virtual environment?"
         ) from exc
-    execute_from_command_line(sys.argv)
+    from django.db.utils import OperationalError, ProgrammingError
+
+    try:
+        execute_from_command_line(sys.argv)
+    except (OperationalError, ProgrammingError) as exc:
+        if not missing_table(exc):
+            raise
+        sys.stderr.write(f"{str(exc).splitlines()[0]}\nThe database has no tables yet: run `manage.py migrate` (bin/setup does) "
+                         "and try again.\n")
+        sys.exit(2)
+
+
+def missing_table(exc: Exception) -> bool:
+    """Whether a database error says a table does not exist: SQLite's "no such table",
+    PostgreSQL's undefined_table (SQLSTATE 42P01)."""
+    return "no such table" in str(exc) or getattr(exc.__cause__, "sqlstate", None) == "42P01"
 
 
 if __name__ == '__main__':
