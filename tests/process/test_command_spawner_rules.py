@@ -1,0 +1,177 @@
+"""The command spawner's rules one at a time (lib/command_spawner.py): each request is answered
+at once, a stop or a kill reaches its own run only and leaves the spawner serving, a kill does
+not wait for the grace. The spawner and its keepers run in processes of their own."""
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from lib.spawner_client import Spawner
+from tests.attempts import alive
+from tests.processes import wait_for
+
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")]
+
+#: A command that ignores SIGTERM and double-forks a grandchild, in a session of its own, that
+#: ignores it too; both write their pid to a file and sleep.
+STUBBORN_ESCAPER = """import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+pids = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        open(pids + '.grandchild', 'w').write(str(os.getpid()))
+        time.sleep(120)
+    os._exit(0)
+open(pids + '.command', 'w').write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def spawner():
+    spawner = Spawner()
+    yield spawner
+    spawner.close()
+
+
+def spawn(spawner, argv, *, grace=1.0, cwd="/"):
+    """Ask ``spawner`` for ``argv``; returns the command and the read end of its output (stdout and stderr)."""
+    read, write = os.pipe()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        command = spawner.spawn(argv, env={}, cwd=cwd, nice=0, grace=grace, stdio=(devnull, write, write))
+    finally:
+        os.close(write)
+        os.close(devnull)
+    return command, os.fdopen(read, "rb")
+
+
+def finish(command, output, timeout=10):
+    assert command.wait(timeout)
+    with output:
+        return command.lines, output.read().decode()
+
+
+def sleeper(spawner):
+    """A command that prints ``ready`` and sleeps; returns it once it is ready."""
+    command, output = spawn(spawner, [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(120)"])
+    assert output.readline() == b"ready\n"
+    return command, output
+
+
+def test_each_request_is_answered_at_once(spawner):
+    """The spawner does not linger between reading a request and starting its command (no
+    keeper ends meanwhile to wake it)."""
+    spawner.start()
+    started = time.monotonic()
+    commands = []
+    for _ in range(4):
+        command, output = spawn(spawner, ["/bin/sleep", "120"])
+        wait_for(lambda command=command: command.wait(0.05) or command.lines, timeout=10, what="the pid line",
+                 interval=0)
+        commands.append((command, output))
+    assert time.monotonic() - started < 3
+    for command, output in commands:
+        command.stop()
+        assert finish(command, output) == ([f"pid {command.value('pid')}", f"exit {-signal.SIGTERM}"], "")
+
+
+def test_the_command_runs_in_its_directory(spawner, tmp_path):
+    """The request's ``cwd`` is the command's working directory."""
+    command, output = spawn(spawner, ["/bin/pwd"], cwd=tmp_path)
+    assert finish(command, output) == ([f"pid {command.value('pid')}", "exit 0"], f"{tmp_path}\n")
+
+
+def test_a_command_whose_directory_is_missing_is_reported_and_not_started(spawner, tmp_path):
+    """A ``cwd`` that cannot be entered is reported as the command's start error."""
+    command, output = spawn(spawner, ["/bin/pwd"], cwd=tmp_path / "missing")
+    assert finish(command, output) == (["error /bin/pwd: No such file or directory"], "")
+
+
+@pytest.mark.parametrize("ending", ["stop", "kill"])
+def test_a_stop_or_a_kill_ends_its_own_run_only_and_the_spawner_serves_on(spawner, ending):
+    """A ``stop`` (SIGTERM, the command ends by it) or a ``kill`` reaches the keeper of its run:
+    the other run goes on, and so does the spawner, which answers the next request."""
+    first, first_output = sleeper(spawner)
+    second, second_output = sleeper(spawner)
+    pid = spawner.pid
+    getattr(first, ending)()
+    signalled = signal.SIGTERM if ending == "stop" else signal.SIGKILL
+    assert finish(first, first_output) == ([f"pid {first.value('pid')}", f"exit {-signalled}"], "")
+    assert not second.wait(0.5)
+    assert second.lines == [f"pid {second.value('pid')}"]
+    assert alive(int(second.value("pid")))
+    third, third_output = spawn(spawner, ["/bin/sh", "-c", "exit 5"])
+    assert finish(third, third_output)[0][1:] == ["exit 5"]
+    assert (spawner.pid, spawner._process.poll()) == (pid, None)
+    second.stop()
+    assert finish(second, second_output) == ([f"pid {second.value('pid')}", f"exit {-signal.SIGTERM}"], "")
+
+
+@pytest.mark.parametrize("ending", ["stop", "kill"])
+def test_a_stop_or_a_kill_that_carries_descriptors_is_still_a_stop_or_a_kill(spawner, ending):
+    """Descriptors that come with a request that is not a ``spawn`` are closed, not taken for a
+    command's: the spawner serves on."""
+    spawner.start()
+    pid = spawner.pid
+    fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(4)]
+    try:
+        with spawner._lock:
+            spawner._send({ending: 999}, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    command, output = spawn(spawner, ["/bin/sh", "-c", "exit 6"])
+    assert finish(command, output) == ([f"pid {command.value('pid')}", "exit 6"], "")
+    assert (spawner.pid, spawner._process.poll()) == (pid, None)
+
+
+def test_a_kill_ends_what_the_command_left_in_another_session_without_waiting_for_the_grace(spawner, tmp_path):
+    """``kill`` SIGKILLs the keeper: the spawner, a subreaper, SIGKILLs the command's descendants
+    that the keeper leaves behind at once, though they ignore SIGTERM and the grace is long."""
+    pids = str(tmp_path / "pids")
+    command, output = spawn(spawner, [sys.executable, "-c", STUBBORN_ESCAPER, pids], grace=60)
+    grandchild_file = tmp_path / "pids.grandchild"
+    wait_for(lambda: grandchild_file.exists() and grandchild_file.read_text(), timeout=10, what="the grandchild")
+    command_pid, grandchild = int((tmp_path / "pids.command").read_text()), int(grandchild_file.read_text())
+    killed_at = time.monotonic()
+    command.kill()
+    assert finish(command, output) == ([f"pid {command_pid}", f"exit {-signal.SIGKILL}"], "")
+    wait_for(lambda: not alive(command_pid) and not alive(grandchild), timeout=5, what="the command and its grandchild",
+             interval=0.05)
+    assert time.monotonic() - killed_at < 5
+
+
+def test_a_status_line_that_utf_8_cannot_hold_is_written_with_a_replacement(spawner):
+    """The status pipe is UTF-8 with replacement: an ``argv[0]`` holding a lone surrogate (a
+    file name's undecodable byte) is reported with ``?`` in its place."""
+    command, output = spawn(spawner, ["/nonexistent/\udcff"])
+    assert finish(command, output) == (["error /nonexistent/?: No such file or directory"], "")
+
+
+def test_a_keeper_that_fails_on_its_request_is_reported_as_exit_1(spawner):
+    """A keeper that raises (a ``spawn`` request without its ``argv``) exits 1, which the spawner
+    reports on the run's status pipe; the spawner and its other runs go on."""
+    other, other_output = sleeper(spawner)
+    pid = spawner.pid
+    read, write = os.pipe()
+    fds = [os.open(os.devnull, os.O_RDWR) for _ in range(3)] + [write]
+    try:
+        with spawner._lock:
+            spawner._send({"spawn": 999, "env": {}, "cwd": "/", "nice": 0, "grace": 1}, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    with os.fdopen(read, "rb") as status:
+        assert status.read() == b"exit 1\n"
+    command, output = spawn(spawner, ["/bin/sh", "-c", "exit 7"])
+    assert finish(command, output) == ([f"pid {command.value('pid')}", "exit 7"], "")
+    assert (spawner.pid, spawner._process.poll()) == (pid, None)
+    assert not other.wait(0.2)
+    assert other.lines == [f"pid {other.value('pid')}"]
+    other.stop()
+    assert finish(other, other_output) == ([f"pid {other.value('pid')}", f"exit {-signal.SIGTERM}"], "")
