@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +176,142 @@ def test_a_keeper_that_fails_on_its_request_is_reported_as_exit_1(spawner):
     assert other.lines == [f"pid {other.value('pid')}"]
     other.stop()
     assert finish(other, other_output) == ([f"pid {other.value('pid')}", f"exit {-signal.SIGTERM}"], "")
+
+
+#: Prints the command's descriptors open on its stdout's pipe, then on any other pipe.
+DESCRIPTORS = """import os
+def pipe(fd):
+    try:
+        return os.readlink(f'/proc/self/fd/{fd}')
+    except OSError:
+        return None  # the directory being listed
+fds = {int(fd): pipe(fd) for fd in os.listdir('/proc/self/fd')}
+print(sorted(fd for fd, name in fds.items() if name == fds[1]))
+print(sorted(fd for fd, name in fds.items() if name and name.startswith('pipe:') and name != fds[1]))
+"""
+
+
+def test_the_command_has_its_stdio_on_0_1_and_2_only(spawner):
+    """The descriptors of the request's stdin, stdout and stderr reach the command as 0, 1 and 2,
+    and as no other number."""
+    command, output = spawn(spawner, [sys.executable, "-c", DESCRIPTORS])
+    lines, text = finish(command, output)
+    assert lines == [f"pid {command.value('pid')}", "exit 0"]
+    assert text.splitlines()[0] == "[1, 2]"  # 0 is /dev/null here
+
+
+@pytest.mark.xfail(strict=True, reason="the run's status pipe is inherited by the command (a received "
+                   "descriptor is inheritable, and _start makes only the stdio ones not)")
+def test_the_command_does_not_get_the_runs_status_pipe(spawner):
+    """The status pipe's write end is the keeper's: a command holding it could write status lines."""
+    command, output = spawn(spawner, [sys.executable, "-c", DESCRIPTORS])
+    lines, text = finish(command, output)
+    assert lines == [f"pid {command.value('pid')}", "exit 0"]
+    assert text.splitlines()[1] == "[]"
+
+
+def test_the_command_starts_with_sigpipe_and_sigxfsz_at_their_defaults(spawner):
+    """Python ignores SIGPIPE and SIGXFSZ; the command does not inherit that."""
+    command, output = spawn(spawner, ["/bin/grep", "^SigIgn:", "/proc/self/status"])
+    lines, text = finish(command, output)
+    assert lines == [f"pid {command.value('pid')}", "exit 0"]
+    ignored = int(text.split()[1], 16)
+    assert [(ignored >> (sig - 1)) & 1 for sig in (signal.SIGPIPE, signal.SIGXFSZ)] == [0, 0]
+
+
+#: A command that counts the SIGTERMs it gets (a line each in ``<pids>.<who>``) and goes on, and
+#: so do its child (in its group) and a double-forked grandchild (in a session of its own).
+COUNTERS = """import os, signal, sys, time
+pids = sys.argv[1]
+def counting(who):
+    def count(*_):
+        fd = os.open(pids + '.' + who, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        os.write(fd, b'TERM\\n')
+        os.close(fd)
+    signal.signal(signal.SIGTERM, count)
+    open(pids + '.' + who + '.pid', 'w').write(str(os.getpid()))
+    while True:
+        time.sleep(1)
+if os.fork() == 0:
+    counting('child')
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        counting('grandchild')
+    os._exit(0)
+counting('command')
+"""
+
+
+def test_the_command_its_group_and_each_descendant_get_one_sigterm_then_sigkill_after_the_grace(spawner, tmp_path):
+    """A stop sends SIGTERM once to the command's group and once to each descendant re-parented
+    to the keeper, and SIGKILL to all that are left once the grace is over."""
+    pids = str(tmp_path / "pids")
+    command, output = spawn(spawner, [sys.executable, "-c", COUNTERS, pids], grace=1)
+    who = ("command", "child", "grandchild")
+    files = [tmp_path / f"pids.{name}.pid" for name in who]
+    wait_for(lambda: all(f.exists() and f.read_text() for f in files), timeout=10, what="the three processes")
+    processes = [int(f.read_text()) for f in files]
+    command.stop()
+    assert finish(command, output) == ([f"pid {processes[0]}", f"exit {-signal.SIGKILL}"], "")
+    wait_for(lambda: not any(alive(pid) for pid in processes), timeout=5, what="the three processes", interval=0.05)
+    # The group gets it once; the command and the grandchild, both a group's leader and the
+    # keeper's child, are sent it twice in a row, which may arrive as one signal.
+    counts = [(tmp_path / f"pids.{name}").read_text().count("TERM") for name in who]
+    assert counts[1] == 1 and counts[0] in (1, 2) and counts[2] in (1, 2), counts
+
+
+#: A command that starts a child in its own group; both write their pid to a file and sleep.
+GROUP = """import os, sys, time
+pids = sys.argv[1]
+if os.fork() == 0:
+    open(pids + '.child', 'w').write(str(os.getpid()))
+    time.sleep(120)
+open(pids + '.command', 'w').write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def test_a_keeper_killed_outright_has_its_commands_group_killed_whatever_other_keepers_run(spawner, tmp_path):
+    """The spawner SIGKILLs the group of each child that is not a live keeper, though live keepers
+    come first among its children: the command's child goes with it."""
+    other, other_output = sleeper(spawner)
+    pids = str(tmp_path / "pids")
+    command, output = spawn(spawner, [sys.executable, "-c", GROUP, pids])
+    child_file = tmp_path / "pids.child"
+    wait_for(lambda: child_file.exists() and child_file.read_text(), timeout=10, what="the child")
+    command_pid, child = int((tmp_path / "pids.command").read_text()), int(child_file.read_text())
+    keeper = int(Path(f"/proc/{command_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    os.kill(keeper, signal.SIGKILL)
+    output.close()  # a child left alive would hold its write end
+    assert command.wait(10)
+    assert command.lines == [f"pid {command_pid}", f"exit {-signal.SIGKILL}"]
+    wait_for(lambda: not alive(command_pid) and not alive(child), timeout=5, what="the command and its child",
+             interval=0.05)
+    assert not other.wait(0.2)
+    assert other.lines == [f"pid {other.value('pid')}"]
+    other.stop()
+    assert finish(other, other_output) == ([f"pid {other.value('pid')}", f"exit {-signal.SIGTERM}"], "")
+
+
+def test_a_command_that_ended_as_the_stop_came_is_reported_with_its_own_exit(spawner, tmp_path):
+    """The keeper woken at once by the command's exit and a stop reports the exit it reaps."""
+    command, output = spawn(spawner, [sys.executable, "-c", "import sys, time; time.sleep(0.5); sys.exit(3)"])
+    wait_for(lambda: command.wait(0.05) or command.lines, timeout=10, what="the pid line", interval=0)
+    command_pid = int(command.value("pid"))
+    keeper = int(Path(f"/proc/{command_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    os.kill(keeper, signal.SIGSTOP)
+    try:
+        wait_for(lambda: Path(f"/proc/{command_pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z",
+                 timeout=10, what="the command's exit", interval=0.05)
+        command.stop()
+        term = 1 << (signal.SIGTERM - 1)
+
+        def term_pending():
+            status = Path(f"/proc/{keeper}/status").read_text()
+            return any(int(line.split()[1], 16) & term for line in status.splitlines() if line.startswith("ShdPnd:"))
+
+        wait_for(term_pending, timeout=10, what="the stop at the keeper", interval=0.02)
+    finally:
+        os.kill(keeper, signal.SIGCONT)
+    assert finish(command, output) == ([f"pid {command_pid}", "exit 3"], "")
