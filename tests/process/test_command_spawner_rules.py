@@ -315,3 +315,27 @@ def test_a_command_that_ended_as_the_stop_came_is_reported_with_its_own_exit(spa
     finally:
         os.kill(keeper, signal.SIGCONT)
     assert finish(command, output) == ([f"pid {command_pid}", "exit 3"], "")
+
+
+def test_a_request_the_spawner_does_not_know_ends_it_with_its_name(spawner, capfd):
+    """A request neither ``spawn``, ``stop`` nor ``kill`` is a worker's bug: the spawner raises,
+    naming the request's keys on its stderr (the worker's), and ends."""
+    spawner.start()
+    process = spawner._process
+    with spawner._lock:
+        spawner._send({"hello": 1, "again": 2})
+    assert process.wait(10) == 1
+    assert capfd.readouterr().err.splitlines()[-1] == "ValueError: a request the spawner does not know: ['again', 'hello']"
+
+
+def test_a_spawner_whose_worker_closes_it_ends_its_keepers_and_exits_0(spawner, capfd):
+    """Closed by its worker, the spawner SIGTERMs its keepers (their commands end) and exits 0
+    without a word."""
+    command, output = sleeper(spawner)
+    process = spawner._process
+    spawner.close()
+    assert process.returncode == 0
+    assert command.wait(10)
+    assert command.lines[0] == f"pid {command.value('pid')}" and command.lines[-1] == f"exit {-signal.SIGTERM}"
+    output.close()
+    assert capfd.readouterr().err == ""
