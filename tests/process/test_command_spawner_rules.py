@@ -339,3 +339,21 @@ def test_a_spawner_whose_worker_closes_it_ends_its_keepers_and_exits_0(spawner, 
     assert command.lines[0] == f"pid {command.value('pid')}" and command.lines[-1] == f"exit {-signal.SIGTERM}"
     output.close()
     assert capfd.readouterr().err == ""
+
+
+def test_a_runs_status_pipe_holds_its_pid_and_its_exit_and_nothing_more(spawner):
+    """Read to its end, the status pipe of a command that exits by itself has two lines: the
+    keeper's ``exit`` is the only one (a keeper that ended well gets none from the spawner)."""
+    spawner.start()
+    read, write = os.pipe()
+    fds = [os.open(os.devnull, os.O_RDWR) for _ in range(3)] + [write]
+    try:
+        with spawner._lock:
+            spawner._send({"spawn": 999, "argv": ["/bin/sh", "-c", "exit 4"], "env": {}, "cwd": "/", "nice": 0,
+                           "grace": 1}, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    with os.fdopen(read, "rb") as status:
+        lines = status.read().decode().splitlines()
+    assert lines == [lines[0], "exit 4"] and lines[0].startswith("pid ")
