@@ -357,3 +357,19 @@ def test_a_runs_status_pipe_holds_its_pid_and_its_exit_and_nothing_more(spawner)
     with os.fdopen(read, "rb") as status:
         lines = status.read().decode().splitlines()
     assert lines == [lines[0], "exit 4"] and lines[0].startswith("pid ")
+
+
+def test_a_keeper_killed_outright_after_its_worker_stopped_reading_leaves_the_spawner_serving(spawner):
+    """The spawner's ``exit`` for a keeper that died without reporting goes nowhere when the
+    worker closed that run's status pipe: the spawner serves on."""
+    command, output = sleeper(spawner)
+    assert not command.wait(0.2)
+    command_pid, pid = int(command.value("pid")), spawner.pid
+    keeper = int(Path(f"/proc/{command_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    command.close()
+    output.close()
+    os.kill(keeper, signal.SIGKILL)
+    wait_for(lambda: not alive(command_pid), timeout=5, what="the command", interval=0.05)
+    again, again_output = spawn(spawner, ["/bin/sh", "-c", "exit 2"])
+    assert finish(again, again_output) == ([f"pid {again.value('pid')}", "exit 2"], "")
+    assert (spawner.pid, spawner._process.poll()) == (pid, None)
