@@ -124,8 +124,7 @@ def _start(argv: list[str], env: dict[str, str], stdio: list[int]) -> int:
     """Start ``argv`` with exactly ``env`` in a session of its own, ``stdio`` as its 0, 1 and 2
     and no other descriptor of ours, the signals Python ignores back to their defaults;
     returns its pid. ``posix_spawn`` (a vfork): no copy of this process's memory is made."""
-    for fd in stdio:
-        os.set_inheritable(fd, False)  # its copies on 0, 1 and 2 are the command's
+    # ``stdio`` are not inheritable (``_receive``): their copies on 0, 1 and 2 are the command's.
     return os.posix_spawn(
         _executable(argv[0], env), argv, env, setsid=True,
         file_actions=[(os.POSIX_SPAWN_DUP2, fd, number) for number, fd in enumerate(stdio)],
@@ -270,11 +269,15 @@ def _fork_keeper(request: dict, fds: list[int], spawner: int, inherited: list[in
 
 
 def _receive(control: socket.socket) -> tuple[dict, list[int]] | None:
-    """The next request and its descriptors; None when the worker's end is closed."""
+    """The next request and its descriptors, made not inheritable (a descriptor received is
+    inheritable: the command got its run's status pipe and could write status lines of its
+    own); None when the worker's end is closed."""
     try:
         head, fds, _flags, _address = socket.recv_fds(control, HEADER.size, SPAWN_FDS)
     except ConnectionError:
         return None
+    for fd in fds:
+        os.set_inheritable(fd, False)
     while head and len(head) < HEADER.size:
         more = control.recv(HEADER.size - len(head))
         if not more:

@@ -200,8 +200,6 @@ def test_the_command_has_its_stdio_on_0_1_and_2_only(spawner):
     assert text.splitlines()[0] == "[1, 2]"  # 0 is /dev/null here
 
 
-@pytest.mark.xfail(strict=True, reason="the run's status pipe is inherited by the command (a received "
-                   "descriptor is inheritable, and _start makes only the stdio ones not)")
 def test_the_command_does_not_get_the_runs_status_pipe(spawner):
     """The status pipe's write end is the keeper's: a command holding it could write status lines."""
     command, output = spawn(spawner, [sys.executable, "-c", DESCRIPTORS])
