@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from lib.spawner_client import Spawner
 from tests.browsers import CHROMIUM, CHROMIUM_ARGS, require_browser
 from tests.conftest import PROJECT_DIR
 from tests.github import REPOS_YAML
@@ -121,3 +122,11 @@ def browser():
             yield chromium
         finally:
             chromium.close()
+
+
+@pytest.fixture
+def spawner():
+    """A command spawner of the test's own (lib/spawner_client.py), closed after it."""
+    spawner = Spawner()
+    yield spawner
+    spawner.close()

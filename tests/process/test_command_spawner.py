@@ -12,25 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from lib.spawner_client import Spawner
 from tests.attempts import alive
 from tests.conftest import PROJECT_DIR
 from tests.processes import wait_for
+from tests.spawned import ESCAPER, finish, spawn
 
 pytestmark = [pytest.mark.process, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")]
-
-#: A command that double-forks a grandchild into a session of its own, then sleeps.
-ESCAPER = """import os, sys, time
-pids = sys.argv[1]
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        open(pids + '.grandchild', 'w').write(str(os.getpid()))
-        time.sleep(120)
-    os._exit(0)
-open(pids + '.command', 'w').write(str(os.getpid()))
-time.sleep(120)
-"""
 
 #: A worker stand-in: asks its spawner for a command as run_command does, prints its status lines, sleeps.
 WORKER = """import os, sys, time
@@ -44,31 +31,6 @@ while not command.lines:
 print(command.lines[0], flush=True)
 time.sleep(120)
 """
-
-
-@pytest.fixture
-def spawner():
-    spawner = Spawner()
-    yield spawner
-    spawner.close()
-
-
-def spawn(spawner, argv, *, env=None, nice=0, grace=1.0, cwd="/"):
-    """Ask ``spawner`` for ``argv``; returns the command and the read end of its output (stdout and stderr)."""
-    read, write = os.pipe()
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    try:
-        command = spawner.spawn(argv, env=env or {}, cwd=cwd, nice=nice, grace=grace, stdio=(devnull, write, write))
-    finally:
-        os.close(write)
-        os.close(devnull)
-    return command, os.fdopen(read, "rb")
-
-
-def finish(command, output, timeout=10):
-    assert command.wait(timeout)
-    with output:
-        return command.lines, output.read().decode()
 
 
 def started_escaper(spawner, tmp_path, **options):

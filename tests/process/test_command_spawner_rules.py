@@ -10,51 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from lib.spawner_client import Spawner
 from tests.attempts import alive
 from tests.processes import wait_for
+from tests.spawned import ESCAPER, finish, spawn
 
 pytestmark = [pytest.mark.process, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")]
 
-#: A command that ignores SIGTERM and double-forks a grandchild, in a session of its own, that
-#: ignores it too; both write their pid to a file and sleep.
-STUBBORN_ESCAPER = """import os, signal, sys, time
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-pids = sys.argv[1]
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        open(pids + '.grandchild', 'w').write(str(os.getpid()))
-        time.sleep(120)
-    os._exit(0)
-open(pids + '.command', 'w').write(str(os.getpid()))
-time.sleep(120)
-"""
-
-
-@pytest.fixture
-def spawner():
-    spawner = Spawner()
-    yield spawner
-    spawner.close()
-
-
-def spawn(spawner, argv, *, grace=1.0, cwd="/"):
-    """Ask ``spawner`` for ``argv``; returns the command and the read end of its output (stdout and stderr)."""
-    read, write = os.pipe()
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    try:
-        command = spawner.spawn(argv, env={}, cwd=cwd, nice=0, grace=grace, stdio=(devnull, write, write))
-    finally:
-        os.close(write)
-        os.close(devnull)
-    return command, os.fdopen(read, "rb")
-
-
-def finish(command, output, timeout=10):
-    assert command.wait(timeout)
-    with output:
-        return command.lines, output.read().decode()
+#: ``ESCAPER`` ignoring SIGTERM, and so its grandchild too.
+STUBBORN_ESCAPER = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + ESCAPER
 
 
 def sleeper(spawner):
