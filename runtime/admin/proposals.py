@@ -282,21 +282,24 @@ class ProposalAdmin(ReadOnlyAdmin):
         # proposal (Django refuses a form of more than DATA_UPLOAD_MAX_NUMBER_FIELDS), and a
         # proposal that arrived since is left for the next decision.
         across = request.POST.get("select_across") == "1"
-        through = request.POST.get("through", "")
-        if across and through.isdigit():
+        confirmed = "confirm" in request.POST
+        if across and confirmed:
+            through = request.POST.get("through", "")
+            if not through.isdigit():
+                self.message_user(request, "This confirmation does not say which proposals it showed: nothing was "
+                                           "decided. Select them again.", messages.ERROR)
+                return None
             queryset = queryset.filter(pk__lte=int(through))
         selected = list(queryset.select_related("event"))
         pending = [p for p in selected if p.status == ProposalStatus.PENDING]
         # Counted once, before deciding: afterwards a Pending-filtered queryset no longer holds them.
         skipped = len(selected) - len(pending)
-        if "confirm" not in request.POST:
-            if across and selected:
-                return self._confirmation(
-                    request, pending, decision, skipped=skipped, selected_ids=[str(selected[0].pk)],
-                    through=max(p.pk for p in selected), back=reverse("admin:runtime_proposal_changelist"),
-                )
+        if not confirmed:
+            across = across and bool(selected)
             return self._confirmation(
-                request, pending, decision, skipped=skipped, selected_ids=[str(p.pk) for p in selected],
+                request, pending, decision, skipped=skipped,
+                selected_ids=[str(p.pk) for p in selected[:1 if across else None]],
+                through=max(p.pk for p in selected) if across else None,
                 back=reverse("admin:runtime_proposal_changelist"),
             )
         if skipped:

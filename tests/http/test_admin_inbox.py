@@ -205,3 +205,16 @@ def test_select_all_decides_the_filtered_list_through_a_confirmation_that_fits_d
     assert [str(m) for m in done.context["messages"]] == ["1200 proposal(s) rejected."]
     assert Proposal.objects.filter(status="rejected").count() == 1200
     assert Proposal.objects.get(pk=late.pk).status == "pending"
+
+
+def test_a_select_all_confirmation_without_its_bound_decides_nothing(client, approver, proposals):
+    """A "select all" confirmation whose ``through`` is missing or not a number (a page edited or
+    cut short) decides nothing and says so: it cannot tell which proposals were shown."""
+    client.force_login(approver)
+    for through in ({}, {"through": "abc"}, {"through": "-1"}):
+        response = client.post(CHANGELIST + "?status__exact=pending", {
+            "action": "reject_selected", "index": "0", "select_across": "1", "confirm": "yes",
+            "_selected_action": [proposals[0].pk], **through}, follow=True)
+        assert [str(m) for m in response.context["messages"]] == [
+            "This confirmation does not say which proposals it showed: nothing was decided. Select them again."]
+    assert set(Proposal.objects.values_list("status", flat=True)) == {"pending"}
