@@ -1,8 +1,8 @@
 """How a long-running loop logs a database error it will retry (docs/operations.md; docs/production.md).
 
 A database connection dropped once — a server restart, a failover, an idle connection
-closed by a proxy — heals at the next iteration, when ``close_old_connections`` opens a new
-one. Logged at ERROR with a traceback, each such blip paged whoever alerts on ERROR. So the
+closed by a proxy — is replaced within its iteration (``ops.loop_connection``) or heals at
+the next, when ``close_old_connections`` opens a new one. Logged at ERROR with a traceback, each such blip paged whoever alerts on ERROR. So the
 first failure of a streak is a WARNING of one line (the error's class and message), and only
 a failure that persists — the ``ERROR_AFTER``-th in a row and each one after it — is an
 ERROR with its traceback. The first success after a streak says how long it lasted, at INFO.

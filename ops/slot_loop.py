@@ -35,6 +35,7 @@ from schedules.tick_rows import tick_forms
 from schedules.ticks import TickReport, emit_due_ticks, keyed_loops
 
 from .failure_streak import DATABASE_ERRORS, FailureStreak
+from .loop_connection import step_on_connection
 
 logger = logging.getLogger(__name__)
 
@@ -311,9 +312,8 @@ def tick_until(stop: threading.Event, lease: EmitterLease, failures: FailureStre
     """``emit_once`` about once a second, at the top of each second, until ``stop``; a database
     error is counted in ``failures`` and the next second tries again."""
     while not stop.is_set():
-        close_old_connections()
         try:
-            emit_once(lease)
+            step_on_connection(emit_once, lease)
         except DATABASE_ERRORS as exc:
             failures.failed(exc)
             tell_planner(work=None)  # no word this second: the planning thread asks for itself
@@ -343,12 +343,11 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
     while not stop.is_set():
         if once or planning_due(looked):
             looked = time.monotonic()
-            close_old_connections()
             try:
                 if once:
-                    iterate(now=clock.database_now())
+                    step_on_connection(lambda: iterate(now=clock.database_now()))
                 else:
-                    plan_iteration()
+                    step_on_connection(plan_iteration)
             except DATABASE_ERRORS as exc:
                 failures.failed(exc)
             else:

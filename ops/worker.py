@@ -23,13 +23,14 @@ import socket
 import threading
 import time
 
-from django.db import close_old_connections, connections
+from django.db import connections
 
 from runtime.adapters.command import SPAWNER
 from runtime.services.execution import work_one
 from runtime.services.preview_execution import preview_one
 
 from .failure_streak import DATABASE_ERRORS, FailureStreak
+from .loop_connection import step_on_connection
 
 logger = logging.getLogger(__name__)
 
@@ -124,9 +125,8 @@ def _loop(step, *, name: str, stop: threading.Event, once: bool, what: str) -> N
 def _step(step, *, name: str, stop: threading.Event, failures: FailureStreak) -> bool:
     """``step(worker=name, stop=stop)`` on a usable connection; a database error is counted in
     ``failures`` and is no work done."""
-    close_old_connections()
     try:
-        did_work = step(worker=name, stop=stop)
+        did_work = step_on_connection(step, worker=name, stop=stop)
     except DATABASE_ERRORS as exc:
         failures.failed(exc)
         return False

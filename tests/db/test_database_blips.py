@@ -7,7 +7,7 @@ from unittest import mock
 import pytest
 from django.db import InterfaceError, OperationalError
 
-from ops import slot_loop, worker
+from ops import loop_connection, slot_loop, worker
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +66,7 @@ def test_the_slot_loops_iteration_warns_of_a_dropped_connection(caplog):
     caplog.set_level(logging.INFO, logger="ops.slot_loop")
     # Inside the test's transaction close_old_connections would close the connection itself.
     with mock.patch.object(slot_loop, "iterate", side_effect=OperationalError(DROPPED)), \
-            mock.patch.object(slot_loop, "close_old_connections"):
+            mock.patch.object(loop_connection, "close_old_connections"):
         assert slot_loop.run_slot_loop(stop=threading.Event(), once=True) is True
     assert [entry for entry in logged(caplog, "ops.slot_loop") if entry[0] != "INFO"] == [
         ("WARNING", f"slot loop iteration failed (OperationalError: {DROPPED}); retrying", False, 1),

@@ -5,9 +5,11 @@ Run on the suite's database kind: a SQLite file, or a PostgreSQL database of the
 """
 
 import signal
+import time
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connection
 
 from tests.processes import stop, wait_for
 
@@ -94,5 +96,36 @@ def test_ticks_are_on_time_while_a_planning_backlog_drains(runtime):
     assert code == 0, output
     assert waiting > 0  # the ticks below were admitted while planning was still busy
     ticks = fast_ticks(runtime)
+    lateness = [instant(t["admittedAt"]) - instant(t["payload"]["slot"]) for t in ticks]
+    assert max(lateness) <= timedelta(seconds=1), lateness
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="pg_terminate_backend is PostgreSQL's")
+def test_a_slot_loops_terminated_connections_are_replaced_within_the_second_silently(runtime):
+    import psycopg
+
+    runtime.write_config("schedule.yaml", EVERY_SECOND)
+    loop = runtime.start("slot_loop")
+    terminated = 0
+    try:
+        wait_for(lambda: len(fast_ticks(runtime)) >= 3, timeout=40, what="three ticks")
+        with psycopg.connect(runtime.pg_admin_url, autocommit=True) as admin:
+            for _ in range(2):
+                time.sleep(1.5)
+                terminated += len(admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [runtime.db_name],
+                ).fetchall())
+        count = len(fast_ticks(runtime))
+        wait_for(lambda: len(fast_ticks(runtime)) >= count + 3, timeout=20, what="three more ticks")
+    finally:
+        code, output = stop(loop)
+    assert code == 0, output
+    assert terminated >= 2
+    # Replaced at the second's first statement and the second's work done again at once: no
+    # failure logged, no slot skipped, no tick later than the others.
+    assert "failed" not in output, output
+    ticks = fast_ticks(runtime)
+    assert [t["payload"]["skippedSlots"] for t in ticks] == [0] * len(ticks)
     lateness = [instant(t["admittedAt"]) - instant(t["payload"]["slot"]) for t in ticks]
     assert max(lateness) <= timedelta(seconds=1), lateness
