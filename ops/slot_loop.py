@@ -104,7 +104,7 @@ def plan_iteration() -> IterationReport:
     is looked at unless the tick thread just did (``SHARED_CHECK_SECONDS``); the doctor's row
     is written when the iteration published or planned, or when no iteration was recorded by
     this process in the last ``RECORDED_RECENTLY_SECONDS`` (the tick thread records its own
-    while it holds the lease). Its idle iteration is one statement, made only when the tick
+    while it holds the lease), but never while the tick thread fails (``ticks_failing``). Its idle iteration is one statement, made only when the tick
     thread's word does not already answer it (``planning_due``)."""
     started = time.monotonic()
     store.refresh_if_due(SHARED_CHECK_SECONDS)
@@ -112,7 +112,7 @@ def plan_iteration() -> IterationReport:
     now, waiting = backlog_now()
     published = publish_outbox(now=now, registry=registry) if waiting.outbox else 0
     planned = plan_in_steps(now=now, registry=registry) if waiting.events or published else 0
-    if published or planned or started - _recorded[0] > RECORDED_RECENTLY_SECONDS:
+    if not ticks_failing.is_set() and (published or planned or started - _recorded[0] > RECORDED_RECENTLY_SECONDS):
         record_iteration(now, seconds=time.monotonic() - started)
     return IterationReport([], planned, published)
 
@@ -156,6 +156,10 @@ def planning_due(looked: float) -> bool:
 #: two iterations instead of ten.
 PLAN_LIMIT = 5000
 PLAN_STEP = 250
+#: Set while this process's tick thread fails its seconds (a database error after the lease,
+#: e.g. a chunk of ticks refused): no thread of the process records an iteration then, so the
+#: doctor's ``slotLoopStale`` says the clock is not turning (docs/design.md §11).
+ticks_failing = threading.Event()
 #: Set while this process's tick thread emits: planning waits between its steps, so on
 #: SQLite (one writer at a time) the ticks do not queue behind a planning backlog.
 emitting = threading.Event()
@@ -276,9 +280,16 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
         store.refresh()
         registry = store.current()
         tick_forms(registry)  # built once per registry, before its first burst needs them
-        # The question emit_due_ticks asks first, with the backlog's for the planning thread,
-        # returned by the doctor's row's update: an idle second's second statement.
-        idle, waiting = record_checking_idle(now, seconds=time.monotonic() - started, registry=registry)
+        if ticks_failing.is_set():
+            # The clock is not turning: the doctor's row is left to go stale (slotLoopStale).
+            idle, waiting = check_idle(
+                sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
+                future_after=future_limit(now), keyed=tuple(keyed_loops(registry)),
+            )
+        else:
+            # The question emit_due_ticks asks first, with the backlog's for the planning thread,
+            # returned by the doctor's row's update: an idle second's second statement.
+            idle, waiting = record_checking_idle(now, seconds=time.monotonic() - started, registry=registry)
         fired = []
         if not idle:
             fired = emit_due_ticks(now=now, registry=registry, renew=renew)
@@ -316,9 +327,11 @@ def tick_until(stop: threading.Event, lease: EmitterLease, failures: FailureStre
             step_on_connection(emit_once, lease)
         except DATABASE_ERRORS as exc:
             failures.failed(exc)
+            ticks_failing.set()
             tell_planner(work=None)  # no word this second: the planning thread asks for itself
         else:
             failures.succeeded()
+            ticks_failing.clear()
         stop.wait(1.0 - (time.time() % 1.0))
 
 

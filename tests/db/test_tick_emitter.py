@@ -202,3 +202,58 @@ def test_the_planning_thread_asks_for_itself_when_the_tick_threads_word_is_old_o
     assert EmitterLease("host-b:2:bb").hold(database_now())
     assert emit_once(lease) is None  # another process holds the lease: no check made here
     assert slot_loop.planning_due(slot_loop.time.monotonic()) is True
+
+
+
+def test_the_tick_thread_says_its_seconds_fail_from_a_failure_until_a_second_works(monkeypatch):
+    import threading
+
+    from django.db import IntegrityError
+
+    from ops import slot_loop
+    from ops.failure_streak import FailureStreak
+
+    outcomes = [None, IntegrityError("a chunk refused"), IntegrityError("a chunk refused"), None]
+
+    def emit_once(lease):
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+
+    stop, failing = threading.Event(), []
+
+    def second_over(timeout):
+        failing.append(slot_loop.ticks_failing.is_set())
+        if not outcomes:
+            stop.set()
+
+    monkeypatch.setattr(slot_loop, "emit_once", emit_once)
+    monkeypatch.setattr("ops.loop_connection.close_old_connections", lambda: None)
+    monkeypatch.setattr(stop, "wait", second_over)
+    slot_loop.tick_until(stop, None, FailureStreak(slot_loop.logger, what="tick emission", action="test"))
+    assert failing == [False, True, True, False]
+
+
+def test_no_thread_records_an_iteration_while_the_tick_threads_seconds_fail(registry_files, monkeypatch):
+    """The doctor's row goes stale, and ``slotLoopStale`` is raised 10 s after the first failing
+    second, though the process still asks and plans (docs/design.md §11)."""
+    from ops import slot_loop
+    from schedules.models import SlotLoopStatus
+
+    lease = EmitterLease("host-a:1:aa")
+    nothing_to_plan(lease)
+    recorded = SlotLoopStatus.objects.get().last_iteration_at
+    monkeypatch.setattr(slot_loop, "_recorded", [float("-inf")])  # the planning thread would record
+    slot_loop.ticks_failing.set()
+    try:
+        assert emit_once(lease) == []
+        slot_loop.plan_iteration()
+        assert SlotLoopStatus.objects.get().last_iteration_at == recorded
+    finally:
+        slot_loop.ticks_failing.clear()
+    emit_once(lease)
+    assert SlotLoopStatus.objects.get().last_iteration_at > recorded
+    recorded = SlotLoopStatus.objects.get().last_iteration_at
+    monkeypatch.setattr(slot_loop, "_recorded", [float("-inf")])
+    slot_loop.plan_iteration()
+    assert SlotLoopStatus.objects.get().last_iteration_at > recorded
