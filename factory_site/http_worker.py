@@ -1,7 +1,7 @@
 """gunicorn's worker class for ``runserve``: threads, a read deadline per request, JSON errors
 (docs/design.md §10, "The HTTP server").
 
-``ReadDeadlineThreadWorker`` is gunicorn's ``gthread`` worker with two changes:
+``ReadDeadlineThreadWorker`` is gunicorn's ``gthread`` worker with these changes:
 
 - **A request must arrive within ``FACTORY_HTTP_READ_SECONDS``** (default 5), head and body
   together, counted from its first byte. gthread gives a connection a thread once its first
@@ -29,6 +29,12 @@
   connections than another live worker of its server leaves a new one to it for a moment
   (``factory_site.connection_shares``), so kept-alive clients spread over the workers
   instead of piling onto whichever the kernel ran first.
+- **An idle worker wakes every ``IDLE_WAKE_SECONDS`` (5 s), not every second**: gthread's loop
+  wakes each second to time connections out and to tell the arbiter it lives; a worker holding
+  no connection has nothing to time out, and the arbiter waits ``--timeout`` (30 s) for its
+  word. A connection arriving wakes it at once, and so does a stop. Each wake-up of an idle
+  process costs a quarter of a millisecond of CPU on a quiet host (docs/performance.md, "An
+  idle second").
 - **A thread waits at most ``SWITCH_INTERVAL_SECONDS`` (1 ms) for the GIL**, not Python's
   5 ms: a door's group leader gives the GIL up for each statement it sends, and while it
   waited to get it back among sixteen busy threads it held SQLite's write lock (and every
@@ -66,6 +72,9 @@ ERROR_CODES = {
 
 #: ``sys.setswitchinterval`` in an HTTP worker (the module's docstring; Python's default is 0.005).
 SWITCH_INTERVAL_SECONDS = 0.001
+#: How long a worker holding no connection waits on its poller, in seconds (gthread: 1), at
+#: most its heartbeat's time-out (gunicorn's worker ``timeout``: half of ``--timeout``).
+IDLE_WAKE_SECONDS = 5.0
 
 
 class RequestReadTimeout(TimeoutError):
@@ -175,6 +184,11 @@ class ReadDeadlineThreadWorker(BalancedAccept, ThreadWorker):
 
         keep_row("http", threading.Event())
         self.serve_sharing(super().init_process)
+
+    def wait_for_and_dispatch_events(self, timeout):
+        if not self.nr_conns:
+            timeout = max(timeout, min(IDLE_WAKE_SECONDS, self.timeout))
+        super().wait_for_and_dispatch_events(timeout)
 
     def accept(self, listener):
         if not self.may_accept():

@@ -1,6 +1,6 @@
 """What an HTTP worker sets for itself at start (factory_site.http_worker): the read deadline, JSON
 error answers, a 1 ms GIL switch interval instead of Python's 5 ms, and its slot in the map of
-connection counts, held while its loop runs."""
+connection counts, held while its loop runs; and how long its loop waits on its poller."""
 
 import os
 import sys
@@ -32,3 +32,25 @@ def test_an_http_worker_starts_with_a_one_millisecond_switch_interval(monkeypatc
         assert shares.fewest_elsewhere(0) is None   # the loop has ended: the slot is given up
     finally:
         sys.setswitchinterval(before)
+
+
+def waits(monkeypatch, *, connections: int, heartbeat: float = 15.0, paused_for: float | None = None) -> list[float]:
+    """The poller time-outs a worker holding ``connections`` asks gthread for when gthread asks 1 s."""
+    asked = []
+    monkeypatch.setattr(ThreadWorker, "wait_for_and_dispatch_events", lambda self, timeout: asked.append(timeout))
+    worker = object.__new__(http_worker.ReadDeadlineThreadWorker)
+    worker.nr_conns, worker.timeout = connections, heartbeat
+    if paused_for is not None:
+        worker._paused_until = http_worker.time.monotonic() + paused_for
+    worker.wait_for_and_dispatch_events(1.0)
+    return asked
+
+
+def test_an_idle_http_worker_wakes_every_five_seconds_and_a_busy_one_every_second(monkeypatch):
+    assert waits(monkeypatch, connections=0) == [5.0]
+    assert waits(monkeypatch, connections=1) == [1.0]
+    # The arbiter's heartbeat comes first: a worker whose time-out is shorter wakes within it.
+    assert waits(monkeypatch, connections=0, heartbeat=2.0) == [2.0]
+    # A pause of the balancing accept ends on time (factory_site.connection_shares).
+    [paused] = waits(monkeypatch, connections=0, paused_for=0.3)
+    assert 0.2 < paused <= 0.3
