@@ -121,6 +121,11 @@ def plan_iteration() -> IterationReport:
 #: checks every second, so a word older than this means it lagged or stopped checking (a
 #: burst, a lost lease, a failing database), and the planning thread asks for itself again.
 PLANNER_WORD_SECONDS = 1.5
+#: How long the planning thread sleeps while the tick thread's word says there is nothing to
+#: plan, in seconds: the tick thread wakes it for work, a lost lease, a failure or a stop, so
+#: this bounds only a tick thread that hangs. A wake-up costs an idle process about a quarter
+#: of a millisecond of CPU (docs/performance.md, "An idle second").
+PLANNER_QUIET_SECONDS = 5.0
 #: Set by the tick thread when its check found something for the planning thread (an event
 #: not planned, an outbox row pending, ticks just admitted): the planning thread, waiting for
 #: the next second, goes at once.
@@ -133,10 +138,10 @@ _word: list[tuple[float, bool]] = [(float("-inf"), True)]
 def tell_planner(*, work: bool | None) -> None:
     """The tick thread's word to the planning thread after its check (the backlog's two questions
     asked in its ticks' statement, ``due_check.check_idle``): ``work`` wakes it, False lets it
-    sleep, None (no check made: the lease held by another process, a stop) leaves it to ask
-    for itself from its next second on."""
+    sleep, None (no check made: the lease held by another process, a failure, a stop) wakes
+    it to ask for itself from then on."""
     _word[0] = (float("-inf"), True) if work is None else (time.monotonic(), work)
-    if work:
+    if work is None or work:
         plan_wanted.set()
 
 
@@ -148,6 +153,20 @@ def planning_due(looked: float) -> bool:
     seen by the tick thread's next check, within a second, which wakes it (``plan_wanted``)."""
     at, work = _word[0]
     return time.monotonic() - at > PLANNER_WORD_SECONDS or (work and at > looked)
+
+
+def planning_wait(looked: float) -> float:
+    """How long the planning thread, which last began an iteration at ``looked``, waits for a
+    word (``plan_wanted``), in seconds: none when a word of work came during that iteration,
+    ``PLANNER_QUIET_SECONDS`` while the tick thread's word says there is nothing, else to the
+    next second of the host's clock (it asks for itself every second)."""
+    at, work = _word[0]
+    if time.monotonic() - at <= PLANNER_WORD_SECONDS:
+        if work and at > looked:
+            return 0.0
+        if not work:
+            return PLANNER_QUIET_SECONDS
+    return 1.0 - (time.time() % 1.0)
 
 
 #: Most events one iteration plans, and how many between two looks at the tick thread: a
@@ -315,6 +334,7 @@ def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: thre
         logger.exception("the tick thread failed; stopping the slot loop", extra={"action": "tick_emitter_failed"})
         failed.set()
         stop.set()
+        tell_planner(work=None)  # wakes the planning thread to see the stop
     finally:
         connections.close_all()
 
@@ -367,11 +387,9 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
                 failures.succeeded()
         if once:
             break
-        # The host clock only paces the loop (about one iteration a second, or at once when the
-        # tick thread has work for it); every instant the iteration uses is the database's. A
-        # word given during the iteration is not lost: ``planning_due`` sees it at the next second.
+        # The host clock only paces the loop; every instant the iteration uses is the database's.
         plan_wanted.clear()
-        plan_wanted.wait(1.0 - (time.time() % 1.0))
+        plan_wanted.wait(planning_wait(looked))
     if emitter is not None:
         emitter.join()
     logger.info("slot loop stopped", extra={"action": "slot_loop_stopped"})
