@@ -39,6 +39,10 @@ IDLE_SLEEP_SECONDS = 1.0
 #: How long the run thread's word to the preview thread holds, in seconds: it asks every
 #: second when idle, so an older word means it is busy (a run) or failing.
 WORD_SECONDS = 1.5
+#: How long the preview thread sleeps while the run thread's word says no preview is open, in
+#: seconds: the run thread wakes it for an open preview and before it runs a command, so this
+#: bounds only a run thread that hangs (docs/performance.md, "An idle second").
+QUIET_SECONDS = 5.0
 
 
 class PreviewWord:
@@ -49,10 +53,11 @@ class PreviewWord:
         self._word: tuple[float, bool] = (float("-inf"), True)  # (time.monotonic(), open)
         self.wanted = threading.Event()
 
-    def tell(self, open_previews: bool) -> None:
-        """The run thread's answer, now; an open preview wakes the preview thread."""
-        self._word = (time.monotonic(), open_previews)
-        if open_previews:
+    def tell(self, open_previews: bool | None) -> None:
+        """The run thread's answer, now; an open preview wakes the preview thread, and so does
+        None: the run thread is about to run a command and gives no word until it is done."""
+        self._word = (float("-inf"), True) if open_previews is None else (time.monotonic(), open_previews)
+        if open_previews is None or open_previews:
             self.wanted.set()
 
     def due(self, looked: float) -> bool:
@@ -61,6 +66,18 @@ class PreviewWord:
         was given after ``looked``."""
         at, open_previews = self._word
         return time.monotonic() - at > WORD_SECONDS or (open_previews and at > looked)
+
+    def wait_seconds(self, looked: float) -> float:
+        """How long the preview thread, which last began a look at ``looked``, waits for a word
+        (``wanted``), in seconds: none when a word of an open preview came after ``looked``,
+        ``QUIET_SECONDS`` while the word says none is open, else ``IDLE_SLEEP_SECONDS``."""
+        at, open_previews = self._word
+        if time.monotonic() - at <= WORD_SECONDS:
+            if open_previews and at > looked:
+                return 0.0
+            if not open_previews:
+                return QUIET_SECONDS
+        return IDLE_SLEEP_SECONDS
 
 
 def worker_name() -> str:
@@ -95,7 +112,7 @@ def run_worker(*, stop: threading.Event, once: bool = False) -> None:
 def run_previews(*, stop: threading.Event, word: PreviewWord) -> None:
     """The preview thread: ``preview_one`` until ``stop`` is set, with its own connection, when
     ``word`` says so (``PreviewWord.due``); between two looks it waits for the run thread's
-    word, a second at most."""
+    word (``PreviewWord.wait_seconds``)."""
     name = worker_name()
     failures = FailureStreak(logger, what="preview iteration", action="preview_error")
     looked = float("-inf")
@@ -106,7 +123,7 @@ def run_previews(*, stop: threading.Event, word: PreviewWord) -> None:
                 if _step(preview_one, name=name, stop=stop, failures=failures):
                     continue
             word.wanted.clear()
-            word.wanted.wait(IDLE_SLEEP_SECONDS)
+            word.wanted.wait(word.wait_seconds(looked))
     finally:
         connections.close_all()
 

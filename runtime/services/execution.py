@@ -276,14 +276,14 @@ def _record_abort(run: Run, lease: LeaseKeeper, worker: str) -> None:
 
 
 def work_one(*, worker: str, stop: threading.Event | None = None,
-             previews: Callable[[bool], None] | None = None, clock: Callable[[], datetime] | None = None) -> bool:
+             previews: Callable[[bool | None], None] | None = None, clock: Callable[[], datetime] | None = None) -> bool:
     """Expire stale leases, then claim and execute one run. True when a run was handled.
 
     One statement (``waiting_work``) reads the database's instant, which serves the sweep and
     the claim, and says whether there may be work; when there is none that is all (an idle
     second), and the sweep runs only when a lease has expired. ``previews``, when given, is
     told whether a preview is open (the worker's preview thread takes that answer instead of
-    asking: ``ops.worker``). The registry is re-read before the sweep when a file changed, so
+    asking: ``ops.worker``), and None before a claimed run is executed. The registry is re-read before the sweep when a file changed, so
     output contracts and chain edges are those in force, not those of the worker's start (a
     bad change on disk keeps the last good registry, as in the slot loop). ``stop`` is the
     worker's stop request (``execute_run``); ``clock``, when given, the claim's instant
@@ -304,5 +304,7 @@ def work_one(*, worker: str, stop: threading.Event | None = None,
         return False
     logger.info("run %s claimed (attempt %s/%s)", run.pk, run.attempt, run.max_attempts,
                 extra={"action": "run_claimed", "run": run.pk})
+    if previews is not None:
+        previews(None)  # no word while the command runs: the preview thread asks for itself
     execute_run(run, worker=worker, stop=stop, lease_started=lease_started)
     return True

@@ -112,6 +112,14 @@ def test_an_open_preview_is_told_to_the_preview_thread(registry_files):
     assert answer(waiting_work())[2] is False
 
 
+def test_the_preview_thread_is_told_no_word_before_a_claimed_run_is_executed(monkeypatch):
+    queued_heartbeat()
+    told, seen = [], []
+    monkeypatch.setattr(execution, "execute_run", lambda run, **kwargs: seen.append(list(told)))
+    assert execution.work_one(worker="w1", previews=told.append) is True
+    assert seen == [[False, None]]
+
+
 def test_a_finish_reads_the_event_only_when_the_outcome_chains():
     queued_heartbeat()
     run = claim_next_run(worker="w1", now=NOW, lease_seconds=60)

@@ -42,6 +42,24 @@ def test_an_open_preview_wakes_it_once_per_word(clock):
     assert word.due(1000.0) is True
 
 
+def test_the_preview_thread_sleeps_long_only_while_the_word_says_none_is_open(clock):
+    word = worker.PreviewWord()
+    assert word.wait_seconds(float("-inf")) == worker.IDLE_SLEEP_SECONDS == 1.0  # no word yet
+    word.tell(False)
+    assert word.wait_seconds(999.0) == worker.QUIET_SECONDS == 5.0
+    word.tell(True)
+    assert (word.wait_seconds(999.0), word.wait_seconds(1000.0)) == (0.0, 1.0)
+    clock[0] += worker.WORD_SECONDS + 0.01
+    assert word.wait_seconds(999.0) == 1.0  # the run thread is busy or failing
+
+
+def test_a_run_thread_about_to_run_a_command_wakes_the_preview_thread_to_ask_for_itself(clock):
+    word = worker.PreviewWord()
+    word.tell(False)
+    word.tell(None)
+    assert (word.wanted.is_set(), word.due(999.0), word.wait_seconds(999.0)) == (True, True, 1.0)
+
+
 def test_the_preview_thread_asks_only_when_the_word_says_so(monkeypatch):
     calls = []
     monkeypatch.setattr(worker, "preview_one", lambda **kwargs: calls.append(kwargs["worker"]) and False)
