@@ -226,7 +226,7 @@ class Command(BaseCommand):
         """Every child but the slot loop (``handle`` starts it first)."""
         commands = {
             "http": [
-                sys.executable, "-m", "gunicorn", "factory_site.wsgi:application",
+                sys.executable, "-m", "factory_site.gunicorn_run", "factory_site.wsgi:application",
                 "--bind", options["bind"],
                 "--workers", str(options["http_workers"]),
                 # gthread with a read deadline per request and JSON error answers
