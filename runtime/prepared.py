@@ -30,6 +30,9 @@ def prepared_cursor() -> CursorWrapper:
         # Logged queries (DEBUG, a test capturing them) show each statement with its values,
         # which Django reads only from the cursors it makes.
         return connection.cursor()
+    # As Django's own cursors: a connection not checked since it was handed out (a request's
+    # or a loop's start, ``CONN_HEALTH_CHECKS``) is checked, and replaced if it died.
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     raw = connection.connection
     if raw.prepare_threshold is None:

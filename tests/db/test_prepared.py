@@ -79,3 +79,21 @@ def test_on_sqlite_and_where_queries_are_logged_it_is_the_ordinary_cursor(settin
     finally:
         connection.force_debug_cursor = False
     assert connection.queries[-1]["sql"] == "SELECT 1"
+
+
+@postgres_only
+def test_a_prepared_cursor_makes_djangos_health_check_when_one_is_due():
+    from unittest import mock
+
+    connection.ensure_connection()
+    with mock.patch.object(connection, "is_usable", return_value=False) as is_usable:
+        connection.health_check_done = True      # a request's connection, checked already
+        with prepared_cursor() as cursor:
+            cursor.execute("SELECT 1")
+        assert is_usable.call_count == 0
+    with mock.patch.object(connection, "is_usable", return_value=False) as is_usable, \
+            mock.patch.object(connection, "close") as close:  # the test's transaction stays open
+        connection.health_check_done = False     # as close_old_connections leaves it
+        with prepared_cursor() as cursor:
+            cursor.execute("SELECT 1")
+    assert (is_usable.call_count, close.call_count, connection.health_check_done) == (1, 1, True)
