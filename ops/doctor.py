@@ -50,7 +50,7 @@ from .doctor_checks import (
     find_stuck_loops,
     run_backlog,
 )
-from .slot_loop import LOOP_NAME
+from .loop_status import LOOP_NAME
 
 #: The slot loop turns every second; a last iteration older than this means the clock
 #: has stopped (docs/design.md §11). Ten seconds leave room for a slow iteration or a busy database.

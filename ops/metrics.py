@@ -38,7 +38,7 @@ from runtime.models import TERMINAL_RUN_STATUSES, Event, Proposal, ProposalStatu
 from schedules.models import LoopPause, SlotLoopStatus
 
 from .doctor import FINDINGS, collect_status
-from .slot_loop import LOOP_NAME
+from .loop_status import LOOP_NAME
 
 #: Upper bounds of the histograms' buckets, in seconds. Tick lateness: a tick is admitted
 #: within the slot loop's second; minutes mean a stopped or catching-up loop.

@@ -9,10 +9,8 @@ tick emitter lease (``schedules.emitter``: one process of several on a database)
 the main thread publishes the outbox and plans, however long that takes.
 """
 
-import functools
 import logging
-import os
-import socket
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -21,14 +19,12 @@ from datetime import datetime
 from django.db import close_old_connections, connection, connections
 
 from runtime import clock
-from runtime.prepared import prepared_cursor
-from runtime.registry import store
+from runtime.registry import Registry, store
 from runtime.services.backlog import Backlog, backlog, backlog_now
 from runtime.services.outbox import publish_outbox
 from runtime.services.planning import plan_pending
-from schedules.due_check import check_idle, idle_columns, idle_params, read_idle
+from schedules.due_check import check_idle
 from schedules.emitter import EmitterLease, bound_frozen_transactions
-from schedules.models import SlotLoopStatus
 from schedules.repair import future_limit
 from schedules.state import SYNC_NAME, loops_fingerprint
 from schedules.tick_rows import tick_forms
@@ -36,12 +32,9 @@ from schedules.ticks import TickReport, emit_due_ticks, keyed_loops
 
 from .failure_streak import DATABASE_ERRORS, FailureStreak
 from .loop_connection import step_on_connection
+from .loop_status import hold_recording_idle, record_checking_idle, record_iteration, recorded_ago
 
 logger = logging.getLogger(__name__)
-
-#: The ``SlotLoopStatus`` row every slot-loop process writes; the doctor reads it.
-LOOP_NAME = "slot-loop"
-
 
 @dataclass(frozen=True)
 class IterationReport:
@@ -112,7 +105,7 @@ def plan_iteration() -> IterationReport:
     now, waiting = backlog_now()
     published = publish_outbox(now=now, registry=registry) if waiting.outbox else 0
     planned = plan_in_steps(now=now, registry=registry) if waiting.events or published else 0
-    if not ticks_failing.is_set() and (published or planned or started - _recorded[0] > RECORDED_RECENTLY_SECONDS):
+    if not ticks_failing.is_set() and (published or planned or recorded_ago() > RECORDED_RECENTLY_SECONDS):
         record_iteration(now, seconds=time.monotonic() - started)
     return IterationReport([], planned, published)
 
@@ -198,73 +191,6 @@ def plan_in_steps(*, now: datetime, registry) -> int:
     return planned
 
 
-def record_iteration(now: datetime, *, seconds: float | None = None) -> None:
-    """Write the ``SlotLoopStatus`` row the doctor's ``slotLoopStale`` reads; ``seconds``, when
-    given, is how long the completed iteration took (``/metrics``' iteration time). One
-    precompiled ``UPDATE`` (every iteration makes it); the row is created the first time."""
-    vendor = connection.vendor
-    # The row is a heartbeat rewritten every second: on PostgreSQL its commit does not
-    # wait for the WAL to reach the disk (a crash loses at most its last second, which
-    # the next iteration rewrites); that wait was most of an idle iteration. Only as a
-    # statement of its own: inside a transaction the setting would cover its other writes.
-    relaxed = vendor == "postgresql" and not connection.in_atomic_block
-    params = [clock.sql_instant(now, vendor), os.getpid(), _HOST]
-    if seconds is not None:
-        params.append(seconds)
-    params.append(LOOP_NAME)
-    with prepared_cursor() as cursor:
-        cursor.execute(_record_sql(vendor, relaxed, seconds is not None), params)
-        if cursor.rowcount:
-            _recorded[0] = time.monotonic()
-            return
-    defaults = {"last_iteration_at": now, "pid": os.getpid(), "host": _HOST}
-    if seconds is not None:
-        defaults["last_iteration_seconds"] = seconds
-    SlotLoopStatus.objects.update_or_create(name=LOOP_NAME, defaults=defaults)
-    _recorded[0] = time.monotonic()
-
-
-def record_checking_idle(now: datetime, *, seconds: float, registry) -> tuple[bool, Backlog]:
-    """``record_iteration(now, seconds=seconds)`` and ``due_check.check_idle``'s answer at
-    ``now`` for ``registry``, in one statement: the row's update returns the question's
-    columns (``due_check.idle_columns``). ``seconds`` is the iteration's time up to this
-    statement. Where the row does not exist yet, the two statements apart."""
-    keyed = tuple(keyed_loops(registry))
-    fingerprint, future = loops_fingerprint(registry), future_limit(now)
-    vendor = connection.vendor
-    columns, constants = idle_columns(keyed)
-    before, after = idle_params(now, future, keyed, SYNC_NAME)
-    sql = f"{_record_sql(vendor, vendor == 'postgresql' and not connection.in_atomic_block, True)} RETURNING {columns}"
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, [clock.sql_instant(now, vendor), os.getpid(), _HOST, seconds, LOOP_NAME,
-                             *before, *constants, *after])
-        row = cursor.fetchone()
-    if row is None:
-        record_iteration(now, seconds=seconds)
-        return check_idle(sync_name=SYNC_NAME, fingerprint=fingerprint, due_by=now, future_after=future, keyed=keyed)
-    _recorded[0] = time.monotonic()
-    return read_idle(row, fingerprint)
-
-
-@functools.cache
-def _record_sql(vendor: str, relaxed: bool, timed: bool) -> str:
-    """``record_iteration``'s ``UPDATE`` on ``vendor`` (its text is the same every second):
-    ``relaxed``, the commit does not wait for the WAL (PostgreSQL, outside a transaction);
-    ``timed``, it sets ``last_iteration_seconds`` too."""
-    quote = connection.ops.quote_name
-    columns = ["last_iteration_at", "pid", "host", *(["last_iteration_seconds"] if timed else [])]
-    relax = " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed" if relaxed else ""
-    return (
-        f"UPDATE {quote(SlotLoopStatus._meta.db_table)} SET {', '.join(f'{quote(c)} = %s' for c in columns)}"
-        f"{relax} WHERE {quote('name')} = %s"
-    )
-
-
-#: ``time.monotonic()`` when this process last recorded an iteration (``record_iteration``).
-_recorded = [float("-inf")]
-_HOST = socket.gethostname()
-
-
 def emit_once(lease: EmitterLease) -> list[TickReport] | None:
     """One tick-thread iteration: hold the lease at the database's instant (read by the lease's
     own statement: ``EmitterLease.hold_now``) and, if held, emit the due ticks, record the
@@ -280,11 +206,11 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
     emitting.set()
     started = time.monotonic()
     try:
-        # The database's instant, read by the lease's statement (one round trip for both).
-        now = lease.hold_now()
-        if now is None:
+        asked = _hold_and_ask(lease, started)
+        if asked is None:
             tell_planner(work=None)
             return None
+        now, registry, idle, waiting = asked
         latest = [now]
 
         def renew() -> bool:
@@ -296,19 +222,6 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
             record_iteration(instant)
             return True
 
-        store.refresh()
-        registry = store.current()
-        tick_forms(registry)  # built once per registry, before its first burst needs them
-        if ticks_failing.is_set():
-            # The clock is not turning: the doctor's row is left to go stale (slotLoopStale).
-            idle, waiting = check_idle(
-                sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
-                future_after=future_limit(now), keyed=tuple(keyed_loops(registry)),
-            )
-        else:
-            # The question emit_due_ticks asks first, with the backlog's for the planning thread,
-            # returned by the doctor's row's update: an idle second's second statement.
-            idle, waiting = record_checking_idle(now, seconds=time.monotonic() - started, registry=registry)
         fired = []
         if not idle:
             fired = emit_due_ticks(now=now, registry=registry, renew=renew)
@@ -317,6 +230,41 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
         return fired
     finally:
         emitting.clear()
+
+
+def _hold_and_ask(lease: EmitterLease, started: float) -> tuple[datetime, Registry, bool, Backlog] | None:
+    """The tick thread's second up to its ticks: the lease at the database's instant, the
+    registry in force (looked at), the doctor's row and the ticks' and the backlog's question,
+    as ``(instant, registry, idle?, backlog)``; None when another process holds the lease. One
+    statement on PostgreSQL while this process holds the lease and has recorded the row
+    (``hold_recording_idle``); else the lease, then the row's update returning the question
+    (``record_checking_idle``), or the question alone while the seconds fail (``ticks_failing``:
+    the row is left to go stale, and the doctor says the clock is not turning)."""
+    if connection.vendor == "postgresql" and lease.held and recorded_ago() < math.inf and not ticks_failing.is_set():
+        registry = _registry_in_force()
+        asked = hold_recording_idle(lease, seconds=time.monotonic() - started, registry=registry)
+        return None if asked is None else (asked[0], registry, *asked[1:])
+    now = lease.hold_now()
+    if now is None:
+        return None
+    registry = _registry_in_force()
+    if ticks_failing.is_set():
+        idle, waiting = check_idle(
+            sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
+            future_after=future_limit(now), keyed=tuple(keyed_loops(registry)),
+        )
+    else:
+        idle, waiting = record_checking_idle(now, seconds=time.monotonic() - started, registry=registry)
+    return now, registry, idle, waiting
+
+
+def _registry_in_force() -> Registry:
+    """The registry, its files looked at first, with its ticks' forms built (``tick_forms``:
+    once per registry, before its first burst needs them)."""
+    store.refresh()
+    registry = store.current()
+    tick_forms(registry)
+    return registry
 
 
 def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: threading.Event) -> None:

@@ -34,12 +34,17 @@ from .models import KeyedRule, KeyedSchedule, LoopPause, ScheduleState, Schedule
 _sql: dict[tuple, tuple[str, list]] = {}
 
 
-def _statement(keyed: tuple[Loop, ...], *, with_backlog: bool) -> tuple[str, list]:
+def _statement(
+    keyed: tuple[Loop, ...], *, with_backlog: bool, instants: tuple[str, str] = ("%s", "%s"),
+) -> tuple[str, list]:
     """The question's columns (SQL expressions, comma-separated) and its constant parameters (the keyed loops' names and types); with
-    ``with_backlog`` its first two columns are ``backlog_columns()``."""
+    ``with_backlog`` its first two columns are ``backlog_columns()``. ``instants`` are the SQL of
+    the due instant and of the future limit: parameters, or expressions of the statement's own."""
     cache_key = (
-        connection.vendor, with_backlog, tuple((loop.name, loop.enabled, loop.keyed.event_types) for loop in keyed),
+        connection.vendor, with_backlog, instants,
+        tuple((loop.name, loop.enabled, loop.keyed.event_types) for loop in keyed),
     )
+    due, future = instants
     if cache_key in _sql:
         return _sql[cache_key]
     quote = connection.ops.quote_name
@@ -53,9 +58,9 @@ def _statement(keyed: tuple[Loop, ...], *, with_backlog: bool) -> tuple[str, lis
     # MAX read one end of their index whatever the instant.
     parts = [
         f"(SELECT {quote('fingerprint')} FROM {sync} WHERE {quote('name')} = %s)",
-        f"(SELECT MIN({quote('next_due')}) FROM {state}) <= %s",
-        f"(SELECT MAX({quote('last_slot')}) FROM {state}) > %s",
-        f"(SELECT MAX({quote('last_slot')}) FROM {rows} WHERE {quote('rule')} <> '{KeyedRule.ONCE.value}') > %s",
+        f"(SELECT MIN({quote('next_due')}) FROM {state}) <= {due}",
+        f"(SELECT MAX({quote('last_slot')}) FROM {state}) > {future}",
+        f"(SELECT MAX({quote('last_slot')}) FROM {rows} WHERE {quote('rule')} <> '{KeyedRule.ONCE.value}') > {future}",
     ]
     constants = []
     if keyed:
@@ -83,7 +88,7 @@ def _statement(keyed: tuple[Loop, ...], *, with_backlog: bool) -> tuple[str, lis
                 f" AND {unpaused(state)})"
             )
             parts.append(
-                f"EXISTS (SELECT 1 FROM {rows} WHERE {quote('loop')} IN ({listed(enabled)}) AND {quote('next_due')} <= %s"
+                f"EXISTS (SELECT 1 FROM {rows} WHERE {quote('loop')} IN ({listed(enabled)}) AND {quote('next_due')} <= {due}"
                 f" AND {unpaused(rows)})"
             )
     if with_backlog:
@@ -92,11 +97,13 @@ def _statement(keyed: tuple[Loop, ...], *, with_backlog: bool) -> tuple[str, lis
     return _sql[cache_key]
 
 
-def idle_columns(keyed: tuple[Loop, ...]) -> tuple[str, list]:
+def idle_columns(keyed: tuple[Loop, ...], *, instants: tuple[str, str] | None = None) -> tuple[str, list]:
     """``(columns, constants)``: ``check_idle``'s question as a list of SQL expressions, to be
     selected or returned by another statement, and its constant parameters;
-    ``idle_params`` gives the parameters before the constants, ``read_idle`` reads the row."""
-    return _statement(keyed, with_backlog=True)
+    ``idle_params`` gives the parameters before the constants, ``read_idle`` reads the row.
+    With ``instants`` (the SQL of the due instant and of the future limit, expressions of the
+    statement that returns the columns) the parameters are ``clock_idle_params``'."""
+    return _statement(keyed, with_backlog=True, **({"instants": instants} if instants else {}))
 
 
 def idle_params(due_by: datetime, future_after: datetime, keyed: tuple[Loop, ...], sync_name: str) -> tuple[list, list]:
@@ -104,6 +111,11 @@ def idle_params(due_by: datetime, future_after: datetime, keyed: tuple[Loop, ...
     vendor = connection.vendor
     due, future = sql_instant(due_by, vendor), sql_instant(future_after, vendor)
     return [sync_name, due, future, future], [due] if any(loop.enabled for loop in keyed) else []
+
+
+def clock_idle_params(sync_name: str) -> tuple[list, list]:
+    """The parameters of ``idle_columns`` with ``instants``, as ``idle_params`` gives them."""
+    return [sync_name], []
 
 
 def read_idle(row, fingerprint: str) -> tuple[bool, Backlog]:

@@ -127,6 +127,18 @@ class EmitterLease:
         # The statement returns the new expiry: the instant it read plus exactly the lease.
         return None if row is None else clock.instant_of(row[0]) - _LEASE
 
+    def hold_now_then(self, then_sql: str, params: list) -> tuple[datetime, tuple] | None:
+        """``hold_now`` of the lease's holder on PostgreSQL (``held``, the row seen) with
+        ``then_sql`` in the same statement: a data-modifying statement with ``params`` that may
+        name ``clock`` (its ``now``: the instant) and ``lease`` (the renewed row; none when the
+        lease is not held). Returns ``(the instant, then_sql's returned row, all None when it
+        returned none)``, or None when another process holds the lease: one round trip."""
+        with prepared_cursor() as cursor:
+            cursor.execute(_take_then_sql(then_sql), [self.holder, self.holder, LEASE_NAME, self.holder, *params])
+            row = cursor.fetchone()
+        self._settle(row is not None)
+        return None if row is None else (clock.instant_of(row[0]) - _LEASE, row[1:])
+
     def _settle(self, held: bool) -> None:
         """Log a change of holder, and remember ``held``."""
         if held != self.held:
@@ -189,8 +201,6 @@ def _take_now_sql(vendor: str, held: bool) -> str:
     clock again. SQLite's ``RETURNING`` may not name it, hence the expiry."""
     key = (vendor, held, "now")
     if key not in _sql:
-        quote = connection.ops.quote_name
-        holder, expires = quote("holder"), quote("expires_at")
         if vendor == "postgresql":
             instant, until = "clock_timestamp()", f"clock.now + interval '{LEASE_SECONDS} seconds'"
         else:
@@ -198,14 +208,37 @@ def _take_now_sql(vendor: str, held: bool) -> str:
             # (``%%``: the statement has parameters).
             instant = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now') || '000'"
             until = f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', clock.now, '+{LEASE_SECONDS} seconds') || '000'"
-        acquired = (
-            f"CASE WHEN {holder} = %s AND {expires} > clock.now THEN {quote('acquired_at')} ELSE clock.now END"
-            if held else "clock.now"
-        )
+        _sql[key] = f"WITH clock (now) AS (SELECT {instant}) {_renewal_sql(held, until)}"
+    return _sql[key]
+
+
+def _take_then_sql(then_sql: str) -> str:
+    """``EmitterLease.hold_now_then``'s statement (PostgreSQL): the holder's ``_take_now_sql``
+    as the common table expression ``lease``, then ``then_sql`` as ``then``; it returns the new
+    ``expires_at`` and ``then``'s row beside it (all None when ``then`` returned none)."""
+    key = ("then", then_sql)
+    if key not in _sql:
+        renewal = _renewal_sql(True, f"clock.now + interval '{LEASE_SECONDS} seconds'")
         _sql[key] = (
-            f"WITH clock (now) AS (SELECT {instant}) UPDATE {quote(TickEmitterLease._meta.db_table)}"
-            f" SET {holder} = %s, {quote('acquired_at')} = {acquired}, {expires} = {until} FROM clock"
-            f" WHERE {quote('name')} = %s AND (({holder} = %s AND {expires} > clock.now) OR {expires} <= clock.now)"
-            f" RETURNING {expires}"
+            f"WITH clock (now) AS (SELECT clock_timestamp()), lease AS ({renewal}), step AS ({then_sql})"
+            f" SELECT lease.{connection.ops.quote_name('expires_at')}, step.* FROM lease LEFT JOIN step ON true"
         )
     return _sql[key]
+
+
+def _renewal_sql(held: bool, until: str) -> str:
+    """The lease's compare-and-swap ``UPDATE`` at ``clock.now`` (a common table expression of
+    the statement), setting ``expires_at`` to ``until`` and returning it; with ``held`` the
+    holder's, which keeps ``acquired_at`` while it holds the lease."""
+    quote = connection.ops.quote_name
+    holder, expires = quote("holder"), quote("expires_at")
+    acquired = (
+        f"CASE WHEN {holder} = %s AND {expires} > clock.now THEN {quote('acquired_at')} ELSE clock.now END"
+        if held else "clock.now"
+    )
+    return (
+        f"UPDATE {quote(TickEmitterLease._meta.db_table)}"
+        f" SET {holder} = %s, {quote('acquired_at')} = {acquired}, {expires} = {until} FROM clock"
+        f" WHERE {quote('name')} = %s AND (({holder} = %s AND {expires} > clock.now) OR {expires} <= clock.now)"
+        f" RETURNING {expires}"
+    )

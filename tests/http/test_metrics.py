@@ -7,7 +7,8 @@ import time_machine
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from ops.slot_loop import LOOP_NAME, iterate
+from ops.loop_status import LOOP_NAME
+from ops.slot_loop import iterate
 from schedules.models import SlotLoopStatus
 from tests.conftest import PROJECT_DIR, at
 from tests.helpers import step, tick
