@@ -102,6 +102,20 @@ class ProcessRuntime:
     def listing(self, command: str, *args) -> list[dict]:
         return json.loads(self.manage(command, "--json", "--limit", "1000", *args).stdout)
 
+    def terminate_connections(self, times: int = 2, every: float = 1.5) -> int:
+        """End every server process of this runtime's PostgreSQL database ``times`` times,
+        ``every`` seconds apart (the first after ``every``), as a server restart would; returns
+        how many were ended."""
+        ended = 0
+        with psycopg.connect(self.pg_admin_url, autocommit=True) as admin:
+            for _ in range(times):
+                time.sleep(every)
+                ended += len(admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [self.db_name],
+                ).fetchall())
+        return ended
+
     def write_config(self, name: str, text: str) -> None:
         (self.config_dir / name).write_text(text)
 

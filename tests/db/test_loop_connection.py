@@ -51,6 +51,15 @@ def health_checks():
         yield is_usable
 
 
+def counting(step, calls: list):
+    """``step``, appending to ``calls`` each time it is called."""
+    def counted():
+        calls.append(1)
+        return step()
+
+    return counted
+
+
 def one_statement() -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
@@ -106,12 +115,7 @@ def test_a_trusted_connection_that_died_is_replaced_and_the_step_run_once_more(h
     dead = backend_pid()
     terminate(dead)
     calls = []
-
-    def step():
-        calls.append(1)
-        return backend_pid()
-
-    assert step_on_connection(step) != dead
+    assert step_on_connection(counting(backend_pid, calls)) != dead
     assert calls == [1, 1]
     # The first statement's check, then one after the failure: none before the failed step.
     assert health_checks.call_count == 2
@@ -124,12 +128,7 @@ def test_an_untrusted_connection_that_died_is_replaced_by_the_health_check_befor
     dead = backend_pid()
     terminate(dead)
     calls = []
-
-    def step():
-        calls.append(1)
-        return backend_pid()
-
-    assert step_on_connection(step) != dead
+    assert step_on_connection(counting(backend_pid, calls)) != dead
     assert calls == [1]
 
 

@@ -5,7 +5,6 @@ Run on the suite's database kind: a SQLite file, or a PostgreSQL database of the
 """
 
 import signal
-import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -102,20 +101,12 @@ def test_ticks_are_on_time_while_a_planning_backlog_drains(runtime):
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="pg_terminate_backend is PostgreSQL's")
 def test_a_slot_loops_terminated_connections_are_replaced_within_the_second_silently(runtime):
-    import psycopg
-
     runtime.write_config("schedule.yaml", EVERY_SECOND)
     loop = runtime.start("slot_loop")
     terminated = 0
     try:
         wait_for(lambda: len(fast_ticks(runtime)) >= 3, timeout=40, what="three ticks")
-        with psycopg.connect(runtime.pg_admin_url, autocommit=True) as admin:
-            for _ in range(2):
-                time.sleep(1.5)
-                terminated += len(admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                    [runtime.db_name],
-                ).fetchall())
+        terminated = runtime.terminate_connections(times=2, every=1.5)
         count = len(fast_ticks(runtime))
         wait_for(lambda: len(fast_ticks(runtime)) >= count + 3, timeout=20, what="three more ticks")
     finally:

@@ -115,7 +115,6 @@ def test_a_sigkilled_supervisor_stops_its_worker_whose_command_dies_and_the_muta
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="pg_terminate_backend is PostgreSQL's")
 def test_a_terminated_database_connection_is_reopened_and_the_run_goes_on_once(runtime):
-    import psycopg
 
     log = install_probe(runtime, mutating=True, seconds=6)
     run_id = queue_probe(runtime)
@@ -124,15 +123,7 @@ def test_a_terminated_database_connection_is_reopened_and_the_run_goes_on_once(r
     # this test does not mean to cause).
     runtime.start("worker", **{**FAST, "FACTORY_LEASE_SECONDS": "6"})
     first_attempt(log)
-    terminated = 0
-    with psycopg.connect(runtime.pg_admin_url, autocommit=True) as admin:
-        for _ in range(2):
-            time.sleep(1.5)
-            terminated += len(admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                [runtime.db_name],
-            ).fetchall())
-    assert terminated >= 2
+    assert runtime.terminate_connections(times=2, every=1.5) >= 2
     wait_for(lambda: run_of(runtime, run_id)["status"] == "succeeded", timeout=30, what="the run to succeed", interval=0.5)
     assert run_of(runtime, run_id)["attempt"] == 1
     found = attempts(log)
