@@ -2,6 +2,7 @@
 at once, a stop or a kill reaches its own run only and leaves the spawner serving, a kill does
 not wait for the grace. The spawner and its keepers run in processes of their own."""
 
+import contextlib
 import os
 import signal
 import sys
@@ -253,6 +254,44 @@ def test_a_keeper_killed_outright_has_its_commands_group_killed_whatever_other_k
     assert other.lines == [f"pid {other.value('pid')}"]
     other.stop()
     assert finish(other, other_output) == ([f"pid {other.value('pid')}", f"exit {-signal.SIGTERM}"], "")
+
+
+#: A command whose child (in the command's group) starts a grandchild in a session of its own;
+#: each writes its pid to a file and sleeps.
+NESTED = """import os, sys, time
+pids = sys.argv[1]
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.setsid()
+        open(pids + '.grandchild', 'w').write(str(os.getpid()))
+        time.sleep(120)
+    open(pids + '.child', 'w').write(str(os.getpid()))
+    time.sleep(120)
+open(pids + '.command', 'w').write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def test_a_keeper_killed_outright_has_what_its_commands_group_started_elsewhere_killed_too(spawner, tmp_path):
+    """The grandchild, in a session of its own under the command's child, is re-parented to the
+    spawner only when that child dies with the command's group: the spawner kills it then."""
+    pids = str(tmp_path / "pids")
+    command, output = spawn(spawner, [sys.executable, "-c", NESTED, pids])
+    files = [tmp_path / f"pids.{name}" for name in ("command", "child", "grandchild")]
+    wait_for(lambda: all(f.exists() and f.read_text() for f in files), timeout=10, what="the three processes")
+    processes = [int(f.read_text()) for f in files]
+    keeper = int(Path(f"/proc/{processes[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    try:
+        os.kill(keeper, signal.SIGKILL)
+        output.close()  # a process left alive would hold its write end
+        assert command.wait(10)
+        assert command.lines == [f"pid {processes[0]}", f"exit {-signal.SIGKILL}"]
+        wait_for(lambda: not any(alive(pid) for pid in processes), timeout=5, what="the three processes",
+                 interval=0.05)
+    finally:
+        for pid in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_command_that_ended_as_the_stop_came_is_reported_with_its_own_exit(spawner, tmp_path):
