@@ -6,6 +6,7 @@ tests/process/test_command_spawner.py."""
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -381,3 +382,87 @@ def test_pump_reads_nothing_once_no_time_remains(status, monkeypatch):
     monkeypatch.setattr(time, "monotonic", lambda: 100.0)  # the deadline is now, to the nanosecond
     pump(command, [], 0)
     assert command.lines == []
+
+
+def in_a_child(work):
+    """``work()``'s result (JSON) as computed in a forked child of the test's process: a keeper's
+    or the spawner's parts take over its signals, its prctl flags and every exit of its children."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read)
+            os.write(write, json.dumps(work()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        text = pipe.read()
+    _, wait_status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(wait_status) == 0
+    return json.loads(text)
+
+
+def kept(request, spawner):
+    """The status lines of ``_keep(request)`` for a spawner of pid ``spawner``, and the children
+    left to the keeper (a forked child of the test's process) once it returns."""
+    read, write = os.pipe()
+    stdio = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
+    with os.fdopen(write, "w", buffering=1) as status:
+        command_spawner._keep(request, stdio, status, spawner)
+    with os.fdopen(read) as lines:
+        report = lines.read().splitlines()
+    left = command_spawner.children_of(os.getpid())
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    return report, left
+
+
+@linux_only
+def test_a_keeper_whose_spawner_is_gone_before_the_command_starts_says_so_and_starts_nothing():
+    request = {"argv": ["/bin/sleep", "30"], "env": {}, "cwd": "/", "nice": 0, "grace": 1}
+    # The keeper's parent is the spawner that forked it: any other pid is a spawner gone.
+    report, left = in_a_child(lambda: kept(request, os.getpid()))
+    assert (report, left) == (["error the spawner was gone before the command started"], [])
+
+
+@linux_only
+def test_a_command_whose_exit_is_never_reaped_is_reported_killed(monkeypatch):
+    """No time left to wait for the command after the kill (a process in uninterruptible sleep
+    outlives it): its exit is unknown and reported as ``-SIGKILL``."""
+    monkeypatch.setattr(command_spawner, "KILL_WAIT_SECONDS", 0)
+    monkeypatch.setattr(command_spawner, "_stop_requested", True)  # stopped before it waits
+    request = {"argv": ["/bin/sleep", "30"], "env": {}, "cwd": "/", "nice": 0, "grace": 0}
+    report, left = in_a_child(lambda: kept(request, os.getppid()))
+    assert report == [f"pid {left[0]}", f"exit {-signal.SIGKILL}"]
+    assert len(left) == 1
+
+
+@linux_only
+def test_reaping_goes_on_past_an_orphan_to_a_keeper_that_exited_after_it():
+    """``_Keepers.reap`` takes every exited child in one call: a keeper's exit (here 3, reported
+    on its status pipe, which is then closed) is not left for a later wake-up by an orphan's."""
+
+    def reap():
+        orphan = os.fork()
+        if orphan == 0:
+            os._exit(0)
+        keeper = os.fork()
+        if keeper == 0:
+            os._exit(3)
+        deadline = time.monotonic() + 5
+        while set(command_spawner.children_of(os.getpid(), live=True)) & {orphan, keeper}:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        read, write = os.pipe()
+        os.set_blocking(read, False)  # the write end left open would raise BlockingIOError
+        keepers = command_spawner._Keepers()
+        keepers.by_id[5] = (keeper, write)
+        keepers.reap()
+        left = command_spawner.children_of(os.getpid())
+        return keepers.by_id, left, os.read(read, 100).decode(), os.read(read, 100).decode()
+
+    assert in_a_child(reap) == [{}, [], "exit 3\n", ""]
