@@ -51,6 +51,15 @@ def test_the_command_runs_in_its_directory(spawner, tmp_path):
     assert finish(command, output) == ([f"pid {command.value('pid')}", "exit 0"], f"{tmp_path}\n")
 
 
+def test_a_command_named_without_a_slash_is_found_in_the_path_of_its_own_environment(spawner, tmp_path):
+    """A bare name is looked up in the request's ``PATH``, not the spawner's (it has none)."""
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\necho found\n")
+    tool.chmod(0o755)
+    command, output = spawn(spawner, ["tool"], env={"PATH": str(tmp_path)})
+    assert finish(command, output) == ([f"pid {command.value('pid')}", "exit 0"], "found\n")
+
+
 def test_a_command_whose_directory_is_missing_is_reported_and_not_started(spawner, tmp_path):
     """A ``cwd`` that cannot be entered is reported as the command's start error."""
     command, output = spawn(spawner, ["/bin/pwd"], cwd=tmp_path / "missing")
