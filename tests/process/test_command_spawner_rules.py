@@ -232,6 +232,48 @@ def test_the_command_its_group_and_each_descendant_get_one_sigterm_then_sigkill_
     assert counts[1] == 1 and counts[0] in (1, 2) and counts[2] in (1, 2), counts
 
 
+#: A command that answers its first SIGTERM by double-forking a grandchild into a session of its
+#: own, then ignores SIGTERM. The grandchild, re-parented to the keeper after the keeper's first
+#: round of SIGTERMs, writes its pid to ``<pids>.late.<pid>`` and notes the SIGTERM it gets in
+#: ``<pids>.term.<pid>`` (SIGTERM blocked from the fork until its handler is set: none is lost).
+LATE = """import os, signal, sys, time
+pids = sys.argv[1]
+def noted(*_):
+    open(pids + '.term.' + str(os.getpid()), 'w').close()
+    os._exit(0)
+def later(*_):
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, noted)
+            open(pids + '.late.' + str(os.getpid()), 'w').close()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            while True:
+                time.sleep(1)
+        os._exit(0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+signal.signal(signal.SIGTERM, later)
+print('ready', flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_descendant_re_parented_to_the_keeper_after_the_first_sigterms_gets_one_too(spawner, tmp_path):
+    """The keeper goes on sending SIGTERM through the grace to each new child, after those it has
+    already signalled: the grandchild started on the stop ends by its SIGTERM, not the SIGKILL."""
+    pids = str(tmp_path / "pids")
+    command, output = spawn(spawner, [sys.executable, "-c", LATE, pids], grace=2)
+    assert output.readline() == b"ready\n"
+    command.stop()
+    assert finish(command, output) == ([f"pid {command.value('pid')}", f"exit {-signal.SIGKILL}"], "")
+    late = {path.name.rsplit(".", 1)[1] for path in tmp_path.glob("pids.late.*")}
+    termed = {path.name.rsplit(".", 1)[1] for path in tmp_path.glob("pids.term.*")}
+    assert len(late) == 1 and termed == late, (late, termed)
+
+
 #: A command that starts a child in its own group; both write their pid to a file and sleep.
 GROUP = """import os, sys, time
 pids = sys.argv[1]
