@@ -190,6 +190,29 @@ def test_the_command_starts_with_sigpipe_and_sigxfsz_at_their_defaults(spawner):
     assert [(ignored >> (sig - 1)) & 1 for sig in (signal.SIGPIPE, signal.SIGXFSZ)] == [0, 0]
 
 
+#: A command that double-forks a grandchild ignoring SIGTERM, which prints ``ready``; the
+#: command itself ends on SIGTERM.
+LEAVES_A_STUBBORN = """import os, signal, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print('ready', flush=True)
+        time.sleep(120)
+    os._exit(0)
+time.sleep(120)
+"""
+
+
+def test_a_command_ended_by_the_stop_is_reported_with_its_signal_though_what_it_left_needs_sigkill(spawner):
+    """The command's own exit, reaped during the grace, is the one reported, not the SIGKILL that
+    ends its grandchild after it."""
+    command, output = spawn(spawner, [sys.executable, "-c", LEAVES_A_STUBBORN], grace=1)
+    assert output.readline() == b"ready\n"
+    command.stop()
+    assert finish(command, output) == ([f"pid {command.value('pid')}", f"exit {-signal.SIGTERM}"], "")
+
+
 #: A command that counts the SIGTERMs it gets (a line each in ``<pids>.<who>``) and goes on, and
 #: so do its child (in its group) and a double-forked grandchild (in a session of its own).
 COUNTERS = """import os, signal, sys, time
