@@ -360,8 +360,7 @@ def test_a_keeper_killed_outright_has_what_its_commands_group_started_elsewhere_
         output.close()  # a process left alive would hold its write end
         assert command.wait(10)
         assert command.lines == [f"pid {processes[0]}", f"exit {-signal.SIGKILL}"]
-        wait_for(lambda: not any(alive(pid) for pid in processes), timeout=5, what="the three processes",
-                 interval=0.05)
+        wait_for(lambda: not any(alive(pid) for pid in processes), timeout=5, what="the three processes", interval=0.05)
     finally:
         for pid in processes:
             with contextlib.suppress(ProcessLookupError):
