@@ -4,6 +4,7 @@ status lines (``lib.spawner_client.SpawnedCommand``, ``pump``), the request's wi
 (``_executable``, ``children_of``). The spawner itself runs in a process of its own:
 tests/process/test_command_spawner.py."""
 
+import errno
 import json
 import os
 import signal
@@ -384,9 +385,10 @@ def test_pump_reads_nothing_once_no_time_remains(status, monkeypatch):
     assert command.lines == []
 
 
-def in_a_child(work):
-    """``work()``'s result (JSON) as computed in a forked child of the test's process: a keeper's
-    or the spawner's parts take over its signals, its prctl flags and every exit of its children."""
+def forked(work):
+    """A forked child of the test's process that computes ``work()`` (JSON): its pid and the read
+    end of its result. A keeper's or the spawner's parts take over the signals, the prctl flags
+    and every exit of the children of the process they run in."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -398,11 +400,22 @@ def in_a_child(work):
         finally:
             os._exit(code)
     os.close(write)
+    return pid, read
+
+
+def result_of(child):
+    """The result of a child ``forked`` once it has exited 0."""
+    pid, read = child
     with os.fdopen(read, "rb") as pipe:
         text = pipe.read()
     _, wait_status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(wait_status) == 0
     return json.loads(text)
+
+
+def in_a_child(work):
+    """``work()``'s result as computed in a child ``forked`` from the test's process."""
+    return result_of(forked(work))
 
 
 def kept(request, spawner):
@@ -466,3 +479,44 @@ def test_reaping_goes_on_past_an_orphan_to_a_keeper_that_exited_after_it():
         return keepers.by_id, left, os.read(read, 100).decode(), os.read(read, 100).decode()
 
     assert in_a_child(reap) == [{}, [], "exit 3\n", ""]
+
+
+@linux_only
+def test_a_keeper_that_cannot_be_forked_is_an_error_on_its_status_pipe_and_the_spawner_serves_on():
+    """``os.fork`` failing (EAGAIN: a process limit) closes the request's descriptors and answers
+    with an ``error`` line on its status pipe (written or not: the worker may have closed it); the
+    spawner reads the next request, and returns when the worker closes its end."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def serve():
+        ours.close()
+
+        def fork():
+            raise BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+        os.fork = fork  # the child's own os module
+        with theirs:
+            command_spawner.serve(theirs)
+        return "served"
+
+    child = forked(serve)
+    theirs.close()
+    answers = []
+    with ours:
+        for closed in (True, False):
+            status_read, status_write = os.pipe()
+            out_read, out_write = os.pipe()
+            if closed:
+                os.close(status_read)  # the worker no longer reads: the error line raises EPIPE
+            fds = [os.open(os.devnull, os.O_RDONLY), out_write, out_write, status_write]
+            body = json.dumps({"spawn": 1, "argv": ["/bin/true"], "env": {}, "cwd": "/", "nice": 0, "grace": 1})
+            socket.send_fds(ours, [command_spawner.HEADER.pack(len(body)) + body.encode()], fds)
+            for fd in {*fds}:
+                os.close(fd)
+            with os.fdopen(out_read, "rb") as out:
+                answers.append(out.read())  # its end once the spawner closed its copies
+            if not closed:
+                with os.fdopen(status_read, "rb") as status:
+                    answers.append(status.read())
+    assert result_of(child) == "served"
+    assert answers == [b"", b"", f"error cannot start a keeper: {os.strerror(errno.EAGAIN)}\n".encode()]
