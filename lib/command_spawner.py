@@ -349,7 +349,7 @@ class _Keepers:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 if os.getpgid(pid) == pid:  # a command leads its own group
                     os.killpg(pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # another user's (set-user-ID)
                 os.kill(pid, signal.SIGKILL)
 
 

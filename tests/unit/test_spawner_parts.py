@@ -520,3 +520,26 @@ def test_a_keeper_that_cannot_be_forked_is_an_error_on_its_status_pipe_and_the_s
                     answers.append(status.read())
     assert result_of(child) == "served"
     assert answers == [b"", b"", f"error cannot start a keeper: {os.strerror(errno.EAGAIN)}\n".encode()]
+
+
+@linux_only
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="starts processes of other users")
+def test_signals_a_keeper_or_the_spawner_may_not_send_are_quiet():
+    """A command may leave processes of another user behind (a set-user-ID program): a keeper or
+    the spawner not allowed to signal them (EPERM) goes on as for a process already gone."""
+
+    def signal_them():
+        strangers = [subprocess.Popen(["sleep", "10"], user=65534, process_group=0) for _ in range(2)]
+        os.setresuid(65533, 65533, 65533)  # neither root nor their user
+        command_spawner._signal_all(strangers[0].pid, signal.SIGTERM, set())
+        command_spawner._signal_all(strangers[0].pid, signal.SIGKILL, None)
+        command_spawner._Keepers()._kill_orphans()
+        return [stranger.pid for stranger in strangers]
+
+    pids = in_a_child(signal_them)
+    try:
+        states = [Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] for pid in pids]
+        assert len(pids) == 2 and "Z" not in states and "X" not in states
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
