@@ -316,7 +316,8 @@ class _Keepers:
 
     def reap(self) -> None:
         """Reap exited keepers (and orphans); report a keeper that died without reporting
-        (status not 0) and kill what it left: its command, re-parented here."""
+        (status not 0) and kill what it left: its command, re-parented here, and then what each
+        orphan reaped leaves."""
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -326,7 +327,10 @@ class _Keepers:
                 return
             request_id = next((rid for rid, (kid, _) in self.by_id.items() if kid == pid), None)
             if request_id is None:
-                continue  # an orphan of a dead keeper, killed below
+                # An orphan of a dead keeper: what it left (its children, out of its group) is
+                # re-parented here as it dies.
+                self._kill_orphans()
+                continue
             _, status_fd = self.by_id.pop(request_id)
             code = os.waitstatus_to_exitcode(status)
             if code != 0:
@@ -345,7 +349,7 @@ class _Keepers:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 if os.getpgid(pid) == pid:  # a command leads its own group
                     os.killpg(pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # another user's (set-user-ID)
                 os.kill(pid, signal.SIGKILL)
 
 

@@ -2,6 +2,7 @@
 at once, a stop or a kill reaches its own run only and leaves the spawner serving, a kill does
 not wait for the grace. The spawner and its keepers run in processes of their own."""
 
+import contextlib
 import os
 import signal
 import sys
@@ -48,6 +49,15 @@ def test_the_command_runs_in_its_directory(spawner, tmp_path):
     """The request's ``cwd`` is the command's working directory."""
     command, output = spawn(spawner, ["/bin/pwd"], cwd=tmp_path)
     assert finish(command, output) == ([f"pid {command.value('pid')}", "exit 0"], f"{tmp_path}\n")
+
+
+def test_a_command_named_without_a_slash_is_found_in_the_path_of_its_own_environment(spawner, tmp_path):
+    """A bare name is looked up in the request's ``PATH``, not the spawner's (it has none)."""
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\necho found\n")
+    tool.chmod(0o755)
+    command, output = spawn(spawner, ["tool"], env={"PATH": str(tmp_path)})
+    assert finish(command, output) == ([f"pid {command.value('pid')}", "exit 0"], "found\n")
 
 
 def test_a_command_whose_directory_is_missing_is_reported_and_not_started(spawner, tmp_path):
@@ -180,6 +190,29 @@ def test_the_command_starts_with_sigpipe_and_sigxfsz_at_their_defaults(spawner):
     assert [(ignored >> (sig - 1)) & 1 for sig in (signal.SIGPIPE, signal.SIGXFSZ)] == [0, 0]
 
 
+#: A command that double-forks a grandchild ignoring SIGTERM, which prints ``ready``; the
+#: command itself ends on SIGTERM.
+LEAVES_A_STUBBORN = """import os, signal, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print('ready', flush=True)
+        time.sleep(120)
+    os._exit(0)
+time.sleep(120)
+"""
+
+
+def test_a_command_ended_by_the_stop_is_reported_with_its_signal_though_what_it_left_needs_sigkill(spawner):
+    """The command's own exit, reaped during the grace, is the one reported, not the SIGKILL that
+    ends its grandchild after it."""
+    command, output = spawn(spawner, [sys.executable, "-c", LEAVES_A_STUBBORN], grace=1)
+    assert output.readline() == b"ready\n"
+    command.stop()
+    assert finish(command, output) == ([f"pid {command.value('pid')}", f"exit {-signal.SIGTERM}"], "")
+
+
 #: A command that counts the SIGTERMs it gets (a line each in ``<pids>.<who>``) and goes on, and
 #: so do its child (in its group) and a double-forked grandchild (in a session of its own).
 COUNTERS = """import os, signal, sys, time
@@ -222,6 +255,48 @@ def test_the_command_its_group_and_each_descendant_get_one_sigterm_then_sigkill_
     assert counts[1] == 1 and counts[0] in (1, 2) and counts[2] in (1, 2), counts
 
 
+#: A command that answers its first SIGTERM by double-forking a grandchild into a session of its
+#: own, then ignores SIGTERM. The grandchild, re-parented to the keeper after the keeper's first
+#: round of SIGTERMs, writes its pid to ``<pids>.late.<pid>`` and notes the SIGTERM it gets in
+#: ``<pids>.term.<pid>`` (SIGTERM blocked from the fork until its handler is set: none is lost).
+LATE = """import os, signal, sys, time
+pids = sys.argv[1]
+def noted(*_):
+    open(pids + '.term.' + str(os.getpid()), 'w').close()
+    os._exit(0)
+def later(*_):
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, noted)
+            open(pids + '.late.' + str(os.getpid()), 'w').close()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            while True:
+                time.sleep(1)
+        os._exit(0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+signal.signal(signal.SIGTERM, later)
+print('ready', flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_descendant_re_parented_to_the_keeper_after_the_first_sigterms_gets_one_too(spawner, tmp_path):
+    """The keeper goes on sending SIGTERM through the grace to each new child, after those it has
+    already signalled: the grandchild started on the stop ends by its SIGTERM, not the SIGKILL."""
+    pids = str(tmp_path / "pids")
+    command, output = spawn(spawner, [sys.executable, "-c", LATE, pids], grace=2)
+    assert output.readline() == b"ready\n"
+    command.stop()
+    assert finish(command, output) == ([f"pid {command.value('pid')}", f"exit {-signal.SIGKILL}"], "")
+    late = {path.name.rsplit(".", 1)[1] for path in tmp_path.glob("pids.late.*")}
+    termed = {path.name.rsplit(".", 1)[1] for path in tmp_path.glob("pids.term.*")}
+    assert len(late) == 1 and termed == late, (late, termed)
+
+
 #: A command that starts a child in its own group; both write their pid to a file and sleep.
 GROUP = """import os, sys, time
 pids = sys.argv[1]
@@ -253,6 +328,43 @@ def test_a_keeper_killed_outright_has_its_commands_group_killed_whatever_other_k
     assert other.lines == [f"pid {other.value('pid')}"]
     other.stop()
     assert finish(other, other_output) == ([f"pid {other.value('pid')}", f"exit {-signal.SIGTERM}"], "")
+
+
+#: A command whose child (in the command's group) starts a grandchild in a session of its own;
+#: each writes its pid to a file and sleeps.
+NESTED = """import os, sys, time
+pids = sys.argv[1]
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.setsid()
+        open(pids + '.grandchild', 'w').write(str(os.getpid()))
+        time.sleep(120)
+    open(pids + '.child', 'w').write(str(os.getpid()))
+    time.sleep(120)
+open(pids + '.command', 'w').write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def test_a_keeper_killed_outright_has_what_its_commands_group_started_elsewhere_killed_too(spawner, tmp_path):
+    """The grandchild, in a session of its own under the command's child, is re-parented to the
+    spawner only when that child dies with the command's group: the spawner kills it then."""
+    pids = str(tmp_path / "pids")
+    command, output = spawn(spawner, [sys.executable, "-c", NESTED, pids])
+    files = [tmp_path / f"pids.{name}" for name in ("command", "child", "grandchild")]
+    wait_for(lambda: all(f.exists() and f.read_text() for f in files), timeout=10, what="the three processes")
+    processes = [int(f.read_text()) for f in files]
+    keeper = int(Path(f"/proc/{processes[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    try:
+        os.kill(keeper, signal.SIGKILL)
+        output.close()  # a process left alive would hold its write end
+        assert command.wait(10)
+        assert command.lines == [f"pid {processes[0]}", f"exit {-signal.SIGKILL}"]
+        wait_for(lambda: not any(alive(pid) for pid in processes), timeout=5, what="the three processes", interval=0.05)
+    finally:
+        for pid in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_command_that_ended_as_the_stop_came_is_reported_with_its_own_exit(spawner, tmp_path):

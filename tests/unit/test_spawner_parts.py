@@ -4,8 +4,10 @@ status lines (``lib.spawner_client.SpawnedCommand``, ``pump``), the request's wi
 (``_executable``, ``children_of``). The spawner itself runs in a process of its own:
 tests/process/test_command_spawner.py."""
 
+import errno
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -381,3 +383,163 @@ def test_pump_reads_nothing_once_no_time_remains(status, monkeypatch):
     monkeypatch.setattr(time, "monotonic", lambda: 100.0)  # the deadline is now, to the nanosecond
     pump(command, [], 0)
     assert command.lines == []
+
+
+def forked(work):
+    """A forked child of the test's process that computes ``work()`` (JSON): its pid and the read
+    end of its result. A keeper's or the spawner's parts take over the signals, the prctl flags
+    and every exit of the children of the process they run in."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read)
+            os.write(write, json.dumps(work()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    return pid, read
+
+
+def result_of(child):
+    """The result of a child ``forked`` once it has exited 0."""
+    pid, read = child
+    with os.fdopen(read, "rb") as pipe:
+        text = pipe.read()
+    _, wait_status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(wait_status) == 0
+    return json.loads(text)
+
+
+def in_a_child(work):
+    """``work()``'s result as computed in a child ``forked`` from the test's process."""
+    return result_of(forked(work))
+
+
+def kept(request, spawner):
+    """The status lines of ``_keep(request)`` for a spawner of pid ``spawner``, and the children
+    left to the keeper (a forked child of the test's process) once it returns."""
+    read, write = os.pipe()
+    stdio = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
+    with os.fdopen(write, "w", buffering=1) as status:
+        command_spawner._keep(request, stdio, status, spawner)
+    with os.fdopen(read) as lines:
+        report = lines.read().splitlines()
+    left = command_spawner.children_of(os.getpid())
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    return report, left
+
+
+@linux_only
+def test_a_keeper_whose_spawner_is_gone_before_the_command_starts_says_so_and_starts_nothing():
+    request = {"argv": ["/bin/sleep", "30"], "env": {}, "cwd": "/", "nice": 0, "grace": 1}
+    # The keeper's parent is the spawner that forked it: any other pid is a spawner gone.
+    report, left = in_a_child(lambda: kept(request, os.getpid()))
+    assert (report, left) == (["error the spawner was gone before the command started"], [])
+
+
+@linux_only
+def test_a_command_whose_exit_is_never_reaped_is_reported_killed(monkeypatch):
+    """No time left to wait for the command after the kill (a process in uninterruptible sleep
+    outlives it): its exit is unknown and reported as ``-SIGKILL``."""
+    monkeypatch.setattr(command_spawner, "KILL_WAIT_SECONDS", 0)
+    monkeypatch.setattr(command_spawner, "_stop_requested", True)  # stopped before it waits
+    request = {"argv": ["/bin/sleep", "30"], "env": {}, "cwd": "/", "nice": 0, "grace": 0}
+    report, left = in_a_child(lambda: kept(request, os.getppid()))
+    assert report == [f"pid {left[0]}", f"exit {-signal.SIGKILL}"]
+    assert len(left) == 1
+
+
+@linux_only
+def test_reaping_goes_on_past_an_orphan_to_a_keeper_that_exited_after_it():
+    """``_Keepers.reap`` takes every exited child in one call: a keeper's exit (here 3, reported
+    on its status pipe, which is then closed) is not left for a later wake-up by an orphan's."""
+
+    def reap():
+        orphan = os.fork()
+        if orphan == 0:
+            os._exit(0)
+        keeper = os.fork()
+        if keeper == 0:
+            os._exit(3)
+        deadline = time.monotonic() + 5
+        while set(command_spawner.children_of(os.getpid(), live=True)) & {orphan, keeper}:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        read, write = os.pipe()
+        os.set_blocking(read, False)  # the write end left open would raise BlockingIOError
+        keepers = command_spawner._Keepers()
+        keepers.by_id[5] = (keeper, write)
+        keepers.reap()
+        left = command_spawner.children_of(os.getpid())
+        return keepers.by_id, left, os.read(read, 100).decode(), os.read(read, 100).decode()
+
+    assert in_a_child(reap) == [{}, [], "exit 3\n", ""]
+
+
+@linux_only
+def test_a_keeper_that_cannot_be_forked_is_an_error_on_its_status_pipe_and_the_spawner_serves_on():
+    """``os.fork`` failing (EAGAIN: a process limit) closes the request's descriptors and answers
+    with an ``error`` line on its status pipe (written or not: the worker may have closed it); the
+    spawner reads the next request, and returns when the worker closes its end."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def serve():
+        ours.close()
+
+        def fork():
+            raise BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+        os.fork = fork  # the child's own os module
+        with theirs:
+            command_spawner.serve(theirs)
+        return "served"
+
+    child = forked(serve)
+    theirs.close()
+    answers = []
+    with ours:
+        for closed in (True, False):
+            status_read, status_write = os.pipe()
+            out_read, out_write = os.pipe()
+            if closed:
+                os.close(status_read)  # the worker no longer reads: the error line raises EPIPE
+            fds = [os.open(os.devnull, os.O_RDONLY), out_write, out_write, status_write]
+            body = json.dumps({"spawn": 1, "argv": ["/bin/true"], "env": {}, "cwd": "/", "nice": 0, "grace": 1})
+            socket.send_fds(ours, [command_spawner.HEADER.pack(len(body)) + body.encode()], fds)
+            for fd in {*fds}:
+                os.close(fd)
+            with os.fdopen(out_read, "rb") as out:
+                answers.append(out.read())  # its end once the spawner closed its copies
+            if not closed:
+                with os.fdopen(status_read, "rb") as status:
+                    answers.append(status.read())
+    assert result_of(child) == "served"
+    assert answers == [b"", b"", f"error cannot start a keeper: {os.strerror(errno.EAGAIN)}\n".encode()]
+
+
+@linux_only
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="starts processes of other users")
+def test_signals_a_keeper_or_the_spawner_may_not_send_are_quiet():
+    """A command may leave processes of another user behind (a set-user-ID program): a keeper or
+    the spawner not allowed to signal them (EPERM) goes on as for a process already gone."""
+
+    def signal_them():
+        strangers = [subprocess.Popen(["sleep", "10"], user=65534, process_group=0) for _ in range(2)]
+        os.setresuid(65533, 65533, 65533)  # neither root nor their user
+        command_spawner._signal_all(strangers[0].pid, signal.SIGTERM, set())
+        command_spawner._signal_all(strangers[0].pid, signal.SIGKILL, None)
+        command_spawner._Keepers()._kill_orphans()
+        return [stranger.pid for stranger in strangers]
+
+    pids = in_a_child(signal_them)
+    try:
+        states = [Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] for pid in pids]
+        assert len(pids) == 2 and "Z" not in states and "X" not in states
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
