@@ -26,7 +26,7 @@ from lib.instants import InstantError, format_instant, parse_instant
 from lib.refusals import Refused
 from runtime.management.local_times import add_local_argument
 from runtime.registry import Registry
-from schedules.pausing import OTHER_DOORS, pause_loop, resume_loop
+from schedules.pausing import OTHER_DOORS, pause_loop, resume_loop, resume_words
 from schedules.triggering import trigger_loop
 
 EXIT_REFUSED = 2
@@ -91,7 +91,7 @@ def run(command, options: dict, registry: Registry, now: datetime) -> None:
                 options["loop"], registry=registry, user=user, note=options["note"], now=now, via="cli", os_user=_os_user(),
             )
             document = {"loop": options["loop"], "paused": False, "coveredSlots": covered}
-            text = f"resumed {options['loop']}: the pause covered {covered} slot(s); its current slot fires with no skips"
+            text = f"resumed {options['loop']}: {resume_words(registry.loops.get(options['loop']), covered)}"
     except Refused as exc:
         command.stderr.write(f"refused: {exc.code}: {exc.detail}")
         sys.exit(EXIT_REFUSED)

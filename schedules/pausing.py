@@ -47,6 +47,18 @@ OTHER_DOORS = (
 )
 
 
+def resume_words(loop: Loop | None, covered: int | None = None) -> str:
+    """What resuming ``loop`` does, in words (docs/schedules.md, "Pausing a loop"), with how
+    many slots the pause ``covered`` when it is over: a keyed loop's rows that came due fire
+    as its catch-up policy says; any other loop fires its current slot with no skips."""
+    if loop is not None and loop.keyed is not None:
+        return (f"each of its keys' rows that came due fires at the next iteration as its catch-up policy "
+                f"({loop.catch_up}) says")
+    if covered is None:
+        return "its current slot fires at the next iteration, with no skips; the slots the pause covered are not fired"
+    return f"the pause covered {covered} slot(s); its current slot fires at the next iteration, with no skips"
+
+
 class PauseRefused(Refused):
     """A pause or resume that may not be taken: ``code`` is ``permission_denied`` (403),
     ``unknown_loop`` (404), ``already_paused``, ``not_paused`` or ``loop_disabled`` (409),

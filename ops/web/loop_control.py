@@ -29,7 +29,7 @@ from lib.notes import NOTE_MAX_LENGTH
 from runtime import clock
 from runtime.registry import RegistryInvalid, get_registry
 from runtime.services.approval import APPROVE_PERMISSION
-from schedules.pausing import CONTROL_PERMISSION, OTHER_DOORS, PauseRefused, pause_loop, resume_loop
+from schedules.pausing import CONTROL_PERMISSION, OTHER_DOORS, PauseRefused, pause_loop, resume_loop, resume_words
 from schedules.triggering import TriggerRefused, trigger_loop
 
 #: How long a pause from the pages lasts: seconds (empty: until resumed) and its words.
@@ -43,7 +43,8 @@ UNTIL_CHOICES = (
 #: What a pause does, as the confirmation and the loop page say it (docs/schedules.md).
 PAUSE_EFFECT = (
     "A paused loop fires no slot from the runtime's next iteration: no tick is admitted and its state does not "
-    "advance. Missed slots are not fired afterwards: resuming fires the current slot with no skips. The registry "
+    "advance. Missed slots are not fired afterwards: resuming fires the current slot with no skips (a keyed "
+    "loop's rows that came due fire as its catch-up policy says). The registry "
     "is not changed: the loop's approval and enabled state stay as reviewed."
 )
 #: The most loops one pause or resume takes (a page of the dashboard is 50).
@@ -110,8 +111,7 @@ def resume_loops(request):
         try:
             covered = resume_loop(name, registry=registry, user=request.user, note=request.POST.get("note", ""),
                                   now=now, via="web")
-            messages.success(request, f"Resumed {name}: the pause covered {covered} slot(s); "
-                                      "its current slot fires at the next iteration, with no skips.")
+            messages.success(request, f"Resumed {name}: {resume_words(registry.loops.get(name), covered)}.")
         except PauseRefused as exc:
             messages.error(request, f"Did not resume {name}: {exc.code}: {exc.detail}")
     return HttpResponseRedirect(back)

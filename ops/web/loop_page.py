@@ -24,7 +24,7 @@ from runtime.registry import RegistryInvalid, get_registry
 from runtime.services.approval import APPROVE_PERMISSION
 from schedules.models import ScheduleState
 from schedules.overview import due_keys, schedules_overview
-from schedules.pausing import CONTROL_PERMISSION, OTHER_DOORS
+from schedules.pausing import CONTROL_PERMISSION, OTHER_DOORS, resume_words
 from schedules.repair import future_last_slots
 from schedules.triggering import new_request_id
 
@@ -127,15 +127,16 @@ def loop_page(request, name: str):
             "detail": "no loop of that name is declared in the registry, the overlay or config/repos.yaml",
         }, status=404)
     return TemplateResponse(request, "ops/loop.html", {
-        **base, "title": f"Loop {name}", **loop_context(request, registry, loop), **control_context(request),
+        **base, "title": f"Loop {name}", **loop_context(request, registry, loop), **control_context(request, loop),
     })
 
 
-def control_context(request) -> dict:
-    """What the page's controls render (``ops/_loop_control.html``): whether the person may
-    control loops (``can_control``) and approve, a fresh ``request_id`` for the trigger's form,
-    and the words of ``ops.web.loop_control``."""
+def control_context(request, loop) -> dict:
+    """What the page's controls render (``ops/_loop_control.html``) for ``loop``: whether the
+    person may control loops (``can_control``) and approve, a fresh ``request_id`` for the
+    trigger's form, and the words of ``ops.web.loop_control`` and of what resuming does."""
     return {
+        "resume_words": resume_words(loop),
         "can_control": request.user.has_perm(CONTROL_PERMISSION),
         "can_approve": request.user.has_perm(APPROVE_PERMISSION),
         "request_id": new_request_id(),

@@ -200,6 +200,18 @@ def test_the_commands_pause_and_resume_with_the_os_user_and_refuse_with_exit_2(r
     assert out.getvalue() == '{"loop":"heartbeat","paused":false,"coveredSlots":2}\n'
 
 
+@pytest.mark.usefixtures("host_clock_as_database_clock")
+def test_the_resume_command_says_a_keyed_loops_rows_fire_as_its_catch_up_policy_says(registry_files, controller):
+    registry_files.write_config("schedule.yaml", DIGEST_ON)
+    out = StringIO()
+    with time_machine.travel(at("2026-11-30T21:05:00Z"), tick=False):
+        call_command("schedule", "pause", "customer-digest", "--note", "migration", "--as", "carol")
+    with time_machine.travel(at("2026-11-30T23:30:00Z"), tick=False):
+        call_command("schedule", "resume", "customer-digest", "--as", "carol", stdout=out)
+    assert out.getvalue() == ("resumed customer-digest: each of its keys' rows that came due fires at the next "
+                              "iteration as its catch-up policy (none) says\n")
+
+
 def test_a_paused_loop_is_shown_paused_and_never_stopped(registry_files, controller):
     registry_files.write_config("schedule.yaml", HOURLY_HEARTBEAT)
     tick("2026-11-30T21:00:05Z")

@@ -1,5 +1,6 @@
 """Pausing, resuming and running a loop from the pages (ops.web.loop_control; docs/web.md)."""
 
+import html
 import re
 
 import pytest
@@ -99,6 +100,29 @@ def test_the_dashboard_pauses_and_resumes_the_selected_rows_and_says_what_it_cou
     ]
     assert LoopPause.objects.count() == 0
     assert [e.data["note"] for e in JournalEntry.objects.filter(action="loop_resumed").order_by("id")] == ["fixed", "fixed"]
+
+
+def test_a_keyed_loop_says_its_rows_fire_as_its_catch_up_policy_says_before_and_after_its_resume(
+    client, controller, pinned, registry_files,
+):
+    """A keyed loop has no loop-level slots to count: its page and its resume speak of its
+    rows (docs/schedules.md, "Pausing a loop")."""
+    from tests.helpers import DIGEST_ON
+
+    registry_files.write_config("schedule.yaml", DIGEST_ON + "  reaper:\n    enabled: true\n")
+    client.force_login(controller)
+    client.post("/dashboard/pause/", {"loop": "customer-digest", "note": "migration", "until": "", "confirm": "yes"})
+    page = html.unescape(client.get("/loops/customer-digest/").content.decode())
+    assert ("<p>Resuming: each of its keys' rows that came due fires at the next iteration as its catch-up "
+            "policy (none) says.</p>") in page
+    resumed = client.post("/dashboard/resume/", {"loop": "customer-digest"}, follow=True)
+    assert messages_of(resumed) == [
+        "Resumed customer-digest: each of its keys' rows that came due fires at the next iteration as its catch-up "
+        "policy (none) says.",
+    ]
+    client.post("/dashboard/pause/", {"loop": "reaper", "note": "migration", "until": "", "confirm": "yes"})
+    assert ("<p>Resuming: its current slot fires at the next iteration, with no skips; the slots the pause covered "
+            "are not fired.</p>") in html.unescape(client.get("/loops/reaper/").content.decode())
 
 
 def test_bad_pause_forms_are_refused_and_pause_nothing(client, controller, pinned):
