@@ -21,8 +21,10 @@ from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from .failure_streak import DATABASE_ERRORS
 
 #: How long after a step went through its connection is used without the health check, in
-#: seconds: the loops step every second, so a connection idle longer is checked first.
-TRUSTED_SECONDS = 2.0
+#: seconds: longer than the loops' quiet sleeps (5 s: the planning and preview threads while
+#: their word says nothing), so that their next step is one round trip too; a connection idle
+#: longer is checked first. A trusted connection that died costs its step one more run.
+TRUSTED_SECONDS = 10.0
 
 Result = TypeVar("Result")
 
