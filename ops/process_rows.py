@@ -25,6 +25,7 @@ from django.db import connection
 from runtime import clock
 
 from .failure_streak import DATABASE_ERRORS, FailureStreak
+from .loop_connection import step_on_connection
 from .models import ProcessRecord
 
 logger = logging.getLogger(__name__)
@@ -97,8 +98,10 @@ def _log(record: ProcessRecord, offset: float, *, was_skewed: bool) -> None:
 
 def keep_row(role: str, stop: threading.Event) -> threading.Thread:
     """Start a daemon thread that registers this process as ``role`` and refreshes its row
-    every ``REFRESH_SECONDS`` until ``stop`` is set; a database error is logged, the
-    connection closed, and the refresh retried on a new connection at the next turn. The thread has its own database connection and closes it."""
+    every ``REFRESH_SECONDS`` until ``stop`` is set, each turn on a usable connection (a dropped
+    one replaced without a word: ``ops.loop_connection``); a database error is logged, the
+    connection closed, and the refresh retried on a new connection at the next turn. The thread
+    has its own database connection and closes it."""
     thread = threading.Thread(target=_keep, args=(role, stop), name=f"process-row-{role}", daemon=True)
     thread.start()
     return thread
@@ -111,9 +114,9 @@ def _keep(role: str, stop: threading.Event) -> None:
         while True:
             try:
                 if record is None:
-                    record = register(role)
+                    record = step_on_connection(register, role)
                 else:
-                    refresh(record)
+                    step_on_connection(refresh, record)
             except DATABASE_ERRORS as exc:
                 failures.failed(exc)
                 # A connection the server dropped stays broken: the next refresh opens a new one.

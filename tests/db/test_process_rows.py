@@ -37,3 +37,40 @@ def test_the_row_thread_reconnects_after_the_server_drops_its_connection(monkeyp
     thread.join(5)
     assert (len(calls) >= 6, thread.is_alive()) == (True, False)
     assert ProcessRecord.objects.get().last_seen_at > first_seen
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL backend terminated")
+def test_a_connection_dropped_between_two_refreshes_is_replaced_without_a_warning(monkeypatch, caplog):
+    import logging
+
+    from django.db import DEFAULT_DB_ALIAS, connections
+
+    real_measure, calls = process_rows.measure, []
+
+    def measure_then_drop_the_connection_after_the_second():
+        calls.append(1)
+        if len(calls) == 2:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                pid = cursor.fetchone()[0]
+
+            def end_it():  # from another connection, while the row thread sleeps (a server restart)
+                with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+                connections[DEFAULT_DB_ALIAS].close()
+
+            threading.Timer(0.02, end_it).start()
+        return real_measure()
+
+    caplog.set_level(logging.INFO, logger="ops.process_rows")
+    monkeypatch.setattr(process_rows, "measure", measure_then_drop_the_connection_after_the_second)
+    monkeypatch.setattr(process_rows, "REFRESH_SECONDS", 0.2)
+    stop = threading.Event()
+    thread = process_rows.keep_row("worker", stop)
+    deadline = time.monotonic() + 10
+    while len(calls) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    thread.join(5)
+    assert len(calls) >= 4
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
