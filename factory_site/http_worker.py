@@ -32,7 +32,9 @@
 - **An idle worker wakes every ``IDLE_WAKE_SECONDS`` (5 s), not every second**: gthread's loop
   wakes each second to time connections out and to tell the arbiter it lives; a worker holding
   no connection has nothing to time out, and the arbiter waits ``--timeout`` (30 s) for its
-  word. A connection arriving wakes it at once, and so does a stop. Each wake-up of an idle
+  word. A connection arriving wakes it at once, and so does a stop, and the arbiter's death
+  (``PR_SET_PDEATHSIG``: the kernel's SIGTERM, even when the arbiter is SIGKILLed, so that the
+  listening socket is given back at once). Each wake-up of an idle
   process costs a quarter of a millisecond of CPU on a quiet host (docs/performance.md, "An
   idle second").
 - **A thread waits at most ``SWITCH_INTERVAL_SECONDS`` (1 ms) for the GIL**, not Python's
@@ -43,6 +45,7 @@
 
 import errno
 import json
+import os
 import selectors
 import socket
 import sys
@@ -56,6 +59,7 @@ from gunicorn import util
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from factory_site.connection_shares import BalancedAccept
+from lib.processes import die_with_parent
 
 #: gunicorn's statuses → the ``error`` code of the JSON answer.
 ERROR_CODES = {
@@ -183,6 +187,11 @@ class ReadDeadlineThreadWorker(BalancedAccept, ThreadWorker):
         from ops.process_rows import keep_row
 
         keep_row("http", threading.Event())
+        # The kernel's SIGTERM when the arbiter dies, even SIGKILLed: an idle worker would see it
+        # gone only at its next wake-up (``IDLE_WAKE_SECONDS``), holding the listening socket.
+        die_with_parent()
+        if os.getppid() != self.ppid:  # it died before the kernel was asked
+            self.alive = False
         self.serve_sharing(super().init_process)
 
     def wait_for_and_dispatch_events(self, timeout):

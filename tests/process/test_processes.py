@@ -85,6 +85,28 @@ def test_children_stop_when_the_supervisor_is_killed(runtime):
     assert code == 0, output
 
 
+def test_a_sigkilled_gunicorn_master_takes_its_workers_with_it_and_a_restart_gets_the_port(runtime):
+    """Idle HTTP workers wake every 5 s; the kernel's SIGTERM (``PR_SET_PDEATHSIG``) ends them when
+    their arbiter dies, so that a runserve started as soon as the first has stopped can listen."""
+    runtime.write_config("schedule.yaml", DAILY_HEARTBEAT)
+    port = free_port()
+    serve = runtime.start("runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", "2", "--run-workers", "0")
+    wait_serving(runtime, port)
+    master = next(pid for pid in children_of(serve.pid) if "gunicorn" in command_line(pid))
+    workers = children_of(master)
+    assert len(workers) == 2
+    os.kill(master, signal.SIGKILL)
+    # Not at their next wake-up, up to 5 s later: both within a second and a half of the kill.
+    for pid in workers:
+        wait_for(lambda: not command_line(pid), timeout=1.5, what=f"HTTP worker {pid} to exit", interval=0.05)
+    output, _ = serve.communicate(timeout=40)
+    assert serve.returncode == 1, output
+    restarted = runtime.start("runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", "1", "--run-workers", "0")
+    wait_serving(runtime, port)
+    code, output = stop(restarted)
+    assert code == 0, output
+
+
 def test_a_child_that_dies_stops_the_whole_runtime_non_zero(runtime):
     runtime.write_config("schedule.yaml", DAILY_HEARTBEAT)
     serve = runtime.start("runserve", "--bind", f"127.0.0.1:{free_port()}", "--http-workers", "1", "--run-workers", "0")

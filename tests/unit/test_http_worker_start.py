@@ -22,13 +22,16 @@ def test_an_http_worker_starts_with_a_one_millisecond_switch_interval(monkeypatc
     seen = []
     # gunicorn's own start is its loop: while it runs, the worker holds its slot in the shared map.
     monkeypatch.setattr(ThreadWorker, "init_process", lambda self: seen.append(shares.fewest_elsewhere(0)))
+    asked = []
+    monkeypatch.setattr(http_worker, "die_with_parent", lambda: asked.append("PR_SET_PDEATHSIG"))
     before = sys.getswitchinterval()
     worker = object.__new__(http_worker.ReadDeadlineThreadWorker)
-    worker.age, worker.pid = 3, os.getpid()
+    worker.age, worker.pid, worker.ppid, worker.alive = 3, os.getpid(), os.getppid(), True
     try:
         worker.init_process()
         assert (sys.getswitchinterval(), worker.read_seconds, util.write_error, worker._share_slot, seen) == (
             0.001, 7, http_worker.write_json_error, 3, [0])
+        assert (asked, worker.alive) == (["PR_SET_PDEATHSIG"], True)
         assert shares.fewest_elsewhere(0) is None   # the loop has ended: the slot is given up
     finally:
         sys.setswitchinterval(before)
@@ -54,3 +57,18 @@ def test_an_idle_http_worker_wakes_every_five_seconds_and_a_busy_one_every_secon
     # A pause of the balancing accept ends on time (factory_site.connection_shares).
     [paused] = waits(monkeypatch, connections=0, paused_for=0.3)
     assert 0.2 < paused <= 0.3
+
+
+def test_a_worker_whose_arbiter_died_before_it_asked_the_kernel_stops_at_once(monkeypatch):
+    monkeypatch.setattr(process_rows, "keep_row", lambda role, stop: None)
+    monkeypatch.setattr(http_worker, "die_with_parent", lambda: None)
+    monkeypatch.setattr(ThreadWorker, "init_process", lambda self: None)
+    monkeypatch.setattr(util, "write_error", util.write_error)
+    before = sys.getswitchinterval()
+    worker = object.__new__(http_worker.ReadDeadlineThreadWorker)
+    worker.age, worker.pid, worker.ppid, worker.alive = 3, os.getpid(), os.getppid() + 1, True
+    try:
+        worker.init_process()
+    finally:
+        sys.setswitchinterval(before)
+    assert worker.alive is False
