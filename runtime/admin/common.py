@@ -4,8 +4,9 @@ UTC, durations, JSON shown as text, and a row's journal entries (docs/design.md 
 import json
 from datetime import UTC, datetime
 
-from django.contrib import admin
-from django.http import Http404
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
@@ -144,6 +145,15 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def changelist_view(self, request, extra_context=None):
         # "Proposals", "Runs", "Journal entries": what the list is, not the admin's "Select … to view".
         return super().changelist_view(request, {"title": list_title(self.model), **(extra_context or {})})
+
+    def response_action(self, request, queryset):
+        """The list's action on the ticked rows. A selection naming a row that is not a number (a
+        forged or damaged form) does nothing and says so: Django's own answer is a 500."""
+        if not all(value.isdigit() for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)):
+            self.message_user(request, "The selection names a row that is not a number: nothing was done. "
+                                       "Select the rows again.", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset)
 
     def history_view(self, request, object_id, extra_context=None):
         if self.journal_lookup is None:

@@ -25,6 +25,18 @@ def test_pending_proposals_come_first(client, approver, proposals, registry_file
     assert [p.pk for p in response.context["cl"].result_list] == [proposals[0].pk, proposals[1].pk]
 
 
+@pytest.mark.parametrize("selected", [["abc"], ["1", "-2"], ["", "1"], ["1.5"]])
+def test_a_selection_naming_a_row_that_is_not_a_number_decides_nothing_and_says_so(client, approver, proposals, selected):
+    client.force_login(approver)
+    for confirm in ({}, {"confirm": "yes"}):
+        response = client.post(CHANGELIST, {"action": "approve_selected", "_selected_action": selected, **confirm},
+                               follow=True)
+        assert response.status_code == 200
+        assert [str(m) for m in response.context["messages"]] == [
+            "The selection names a row that is not a number: nothing was done. Select the rows again."]
+    assert (Run.objects.count(), Proposal.objects.filter(status="pending").count()) == (0, len(proposals))
+
+
 def test_approving_in_the_admin_shows_what_will_run_then_records_the_operator(client, approver, proposals):
     client.force_login(approver)
     target = proposals[1]
