@@ -114,7 +114,7 @@ def attempts_html(run: Run):
     if not rows:
         return "(not started)"
     return format_html(
-        "<table><thead><tr><th>attempt</th><th>worker</th><th>started</th><th>took</th><th>end</th>"
+        "<table class='run-attempts'><thead><tr><th>attempt</th><th>worker</th><th>started</th><th>took</th><th>end</th>"
         "<th>exit code</th><th>reason</th></tr></thead><tbody>{}</tbody></table>",
         format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
             (a["attempt"], a["worker"], instant(a["startedAt"]), between(a["startedAt"], a["endedAt"]),

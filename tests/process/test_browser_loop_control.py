@@ -81,6 +81,16 @@ def test_pause_see_it_paused_run_once_approve_and_resume_from_the_browser(browse
     page.wait_for_url("**/admin/runtime/run/*/change/")
     page.locator("#run-state", has_text="succeeded").wait_for(timeout=60_000)
     shot(page, "run-1400")
+    narrow = signed_in(browser, base, OPERATOR, NARROW)
+    narrow.goto(page.url)
+    assert fits(narrow)
+    # The attempts' cells keep their words whole (one line each), the table scrolling in its own box.
+    lines = narrow.evaluate("""() => [...document.querySelectorAll('table.run-attempts th, table.run-attempts td')]
+        .map(cell => { const text = document.createRange(); text.selectNodeContents(cell);
+                       return new Set([...text.getClientRects()].map(box => Math.round(box.bottom))).size; })""")
+    assert lines == [1] * 14, lines
+    shot(narrow, "run-390")
+    narrow.context.close()
 
     [paused] = journal(manage, "loop_paused")
     [resumed] = journal(manage, "loop_resumed")
