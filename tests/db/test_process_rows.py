@@ -2,6 +2,7 @@
 
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 from django.db import DatabaseError, connection
@@ -10,6 +11,26 @@ from ops import process_rows
 from ops.models import ProcessRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@contextmanager
+def row_thread(monkeypatch, measure, *, refresh_seconds: float):
+    """A ``keep_row`` thread measuring with ``measure`` every ``refresh_seconds``, stopped and
+    joined (5 s at most) when the block ends."""
+    monkeypatch.setattr(process_rows, "measure", measure)
+    monkeypatch.setattr(process_rows, "REFRESH_SECONDS", refresh_seconds)
+    stop = threading.Event()
+    thread = process_rows.keep_row("worker", stop)
+    try:
+        yield thread
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def wait_for_calls(calls: list, count: int, deadline: float) -> None:
+    while len(calls) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the in-memory SQLite test database cannot be reconnected")
@@ -23,18 +44,11 @@ def test_the_row_thread_reconnects_after_the_server_drops_its_connection(monkeyp
                 cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")  # as a server restart does
         return real_measure()
 
-    monkeypatch.setattr(process_rows, "measure", measure_dropping_the_second_connection)
-    monkeypatch.setattr(process_rows, "REFRESH_SECONDS", 0.05)
-    stop = threading.Event()
-    thread = process_rows.keep_row("worker", stop)
-    deadline = time.monotonic() + 10
-    while len(calls) < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    first_seen = ProcessRecord.objects.get().last_seen_at
-    while len(calls) < 6 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    stop.set()
-    thread.join(5)
+    with row_thread(monkeypatch, measure_dropping_the_second_connection, refresh_seconds=0.05) as thread:
+        deadline = time.monotonic() + 10
+        wait_for_calls(calls, 3, deadline)
+        first_seen = ProcessRecord.objects.get().last_seen_at
+        wait_for_calls(calls, 6, deadline)
     assert (len(calls) >= 6, thread.is_alive()) == (True, False)
     assert ProcessRecord.objects.get().last_seen_at > first_seen
 
@@ -63,14 +77,7 @@ def test_a_connection_dropped_between_two_refreshes_is_replaced_without_a_warnin
         return real_measure()
 
     caplog.set_level(logging.INFO, logger="ops.process_rows")
-    monkeypatch.setattr(process_rows, "measure", measure_then_drop_the_connection_after_the_second)
-    monkeypatch.setattr(process_rows, "REFRESH_SECONDS", 0.2)
-    stop = threading.Event()
-    thread = process_rows.keep_row("worker", stop)
-    deadline = time.monotonic() + 10
-    while len(calls) < 4 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    stop.set()
-    thread.join(5)
-    assert len(calls) >= 4
+    with row_thread(monkeypatch, measure_then_drop_the_connection_after_the_second, refresh_seconds=0.2) as thread:
+        wait_for_calls(calls, 4, time.monotonic() + 10)
+    assert (len(calls) >= 4, thread.is_alive()) == (True, False)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
