@@ -18,8 +18,16 @@ def main():
             "available on your PYTHONPATH environment variable? Did you "
             "forget to activate a virtual environment?"
         ) from exc
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
     from django.db.utils import OperationalError, ProgrammingError
 
+    try:
+        _ = settings.INSTALLED_APPS  # loads the settings: a value the environment gives them is checked here
+    except ImproperlyConfigured as exc:
+        sys.stderr.write(f"{exc}\nThe settings are read from the environment and .env (docs/production.md §3); "
+                         "nothing was started.\n")
+        sys.exit(2)
     try:
         execute_from_command_line(sys.argv)
     except (OperationalError, ProgrammingError) as exc:

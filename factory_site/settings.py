@@ -13,12 +13,13 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from factory_site import __version__
+from factory_site.settings_env import NamedEnv
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 #: The product's version (factory_site.__version__), for the layers that may not import the site.
 PRODUCT_VERSION = __version__
 
-env = environ.Env()
+env = NamedEnv()
 environ.Env.read_env(BASE_DIR / ".env")
 
 #: The runtime's own files: the SQLite database, the secret key, run output, collected static
@@ -230,7 +231,7 @@ LOGGING = {
     "filters": {"refusal_without_traceback": {"()": "factory_site.logs.RefusalWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": FACTORY_LOG_FORMAT,
                              "filters": ["refusal_without_traceback"]}},
-    "root": {"handlers": ["console"], "level": env.str("FACTORY_LOG_LEVEL", default="INFO")},
+    "root": {"handlers": ["console"], "level": env.log_level("FACTORY_LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 

@@ -92,3 +92,24 @@ def test_static_files_use_finders_unless_the_manifest_is_chosen(tmp_path):
     assert settings_value(expression, FACTORY_VAR_DIR=str(tmp_path), FACTORY_STATIC_STORAGE="manifest") == (
         f"['whitenoise.storage.CompressedManifestStaticFilesStorage', False, PosixPath('{tmp_path}/static')]"
     )
+
+
+@pytest.mark.parametrize(("name", "value", "refusal"), [
+    ("FACTORY_LEASE_SECONDS", "abc", "FACTORY_LEASE_SECONDS='abc' cannot be read: invalid literal for int() with base 10: 'abc'"),
+    ("FACTORY_DB_CONN_MAX_AGE", "1.5", "FACTORY_DB_CONN_MAX_AGE='1.5' cannot be read: invalid literal for int() with base 10: '1.5'"),
+    ("FACTORY_LOG_LEVEL", "bogus", "FACTORY_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not 'BOGUS'"),
+    ("DATABASE_URL", "garbage",
+     "DATABASE_URL='garbage' is not a database URL: postgres://user@host:5432/name or sqlite:////absolute/path"),
+    ("FACTORY_LOG_FORMAT", "xml", "FACTORY_LOG_FORMAT must be text or json, not 'xml'"),
+])
+def test_manage_refuses_a_bad_setting_in_one_line_exits_2_and_starts_nothing(name, value, refusal):
+    done = subprocess.run(
+        [sys.executable, "manage.py", "runserve", "--bind", "127.0.0.1:1"], cwd=PROJECT_DIR,
+        env={"PATH": "/usr/bin:/bin", "DJANGO_SECRET_KEY": "k", name: value}, capture_output=True, text=True, timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr.splitlines()) == (2, "", [
+        refusal, "The settings are read from the environment and .env (docs/production.md §3); nothing was started."])
+
+
+def test_a_lower_case_log_level_is_taken():
+    assert settings_value("settings.LOGGING['root']['level']", FACTORY_LOG_LEVEL="debug") == "DEBUG"
