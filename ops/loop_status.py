@@ -73,7 +73,7 @@ def record_checking_idle(now: datetime, *, seconds: float, registry) -> tuple[bo
         row = cursor.fetchone()
     if row is None:
         record_iteration(now, seconds=seconds)
-        return check_idle(sync_name=SYNC_NAME, fingerprint=fingerprint, due_by=now, future_after=future, keyed=keyed)
+        return ask_idle(now, registry)
     _recorded[0] = time.monotonic()
     return read_idle(row, fingerprint)
 
@@ -95,6 +95,13 @@ def _record_sql(vendor: str, relaxed: bool, timed: bool) -> str:
 #: ``time.monotonic()`` when this process last recorded an iteration (``record_iteration``).
 _recorded = [float("-inf")]
 _HOST = socket.gethostname()
+
+
+def ask_idle(now: datetime, registry) -> tuple[bool, Backlog]:
+    """``due_check.check_idle`` at ``now`` (the database's instant) for ``registry``'s loops:
+    ``(nothing due?, the backlog)``, one statement."""
+    return check_idle(sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
+                      future_after=future_limit(now), keyed=tuple(keyed_loops(registry)))
 
 
 def recorded_ago() -> float:
@@ -120,9 +127,7 @@ def hold_recording_idle(lease: EmitterLease, *, seconds: float, registry) -> tup
     now, row = answer
     if row[0] is None:
         record_iteration(now, seconds=seconds)
-        idle, waiting = check_idle(sync_name=SYNC_NAME, fingerprint=fingerprint, due_by=now,
-                                   future_after=future_limit(now), keyed=keyed)
-        return now, idle, waiting
+        return (now, *ask_idle(now, registry))
     _recorded[0] = time.monotonic()
     return (now, *read_idle(row, fingerprint))
 

@@ -23,16 +23,13 @@ from runtime.registry import Registry, store
 from runtime.services.backlog import Backlog, backlog, backlog_now
 from runtime.services.outbox import publish_outbox
 from runtime.services.planning import plan_pending
-from schedules.due_check import check_idle
 from schedules.emitter import EmitterLease, bound_frozen_transactions
-from schedules.repair import future_limit
-from schedules.state import SYNC_NAME, loops_fingerprint
 from schedules.tick_rows import tick_forms
-from schedules.ticks import TickReport, emit_due_ticks, keyed_loops
+from schedules.ticks import TickReport, emit_due_ticks
 
 from .failure_streak import DATABASE_ERRORS, FailureStreak
 from .loop_connection import step_on_connection
-from .loop_status import hold_recording_idle, record_checking_idle, record_iteration, recorded_ago
+from .loop_status import ask_idle, hold_recording_idle, record_checking_idle, record_iteration, recorded_ago
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +61,7 @@ def iterate(
     fired, waiting = [], None
     if ticks and at is None:
         # The question emit_due_ticks asks first (due_check.nothing_due), with the backlog's.
-        idle, waiting = check_idle(
-            sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
-            future_after=future_limit(now), keyed=tuple(keyed_loops(registry)),
-        )
+        idle, waiting = ask_idle(now, registry)
         if not idle:
             # Ticks admitted now are events to plan: the backlog is asked after them.
             fired, waiting = emit_due_ticks(now=now, registry=registry), None
@@ -97,8 +91,9 @@ def plan_iteration() -> IterationReport:
     is looked at unless the tick thread just did (``SHARED_CHECK_SECONDS``); the doctor's row
     is written when the iteration published or planned, or when no iteration was recorded by
     this process in the last ``RECORDED_RECENTLY_SECONDS`` (the tick thread records its own
-    while it holds the lease), but never while the tick thread fails (``ticks_failing``). Its idle iteration is one statement, made only when the tick
-    thread's word does not already answer it (``planning_due``)."""
+    while it holds the lease), but never while the tick thread fails (``ticks_failing``). Its
+    idle iteration is one statement, made only when the tick thread's word does not already
+    answer it (``planning_due``)."""
     started = time.monotonic()
     store.refresh_if_due(SHARED_CHECK_SECONDS)
     registry = store.current()
@@ -249,10 +244,7 @@ def _hold_and_ask(lease: EmitterLease, started: float) -> tuple[datetime, Regist
         return None
     registry = _registry_in_force()
     if ticks_failing.is_set():
-        idle, waiting = check_idle(
-            sync_name=SYNC_NAME, fingerprint=loops_fingerprint(registry), due_by=now,
-            future_after=future_limit(now), keyed=tuple(keyed_loops(registry)),
-        )
+        idle, waiting = ask_idle(now, registry)
     else:
         idle, waiting = record_checking_idle(now, seconds=time.monotonic() - started, registry=registry)
     return now, registry, idle, waiting

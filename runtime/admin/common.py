@@ -149,7 +149,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def response_action(self, request, queryset):
         """The list's action on the ticked rows. A selection naming a row that is not a number (a
         forged or damaged form) does nothing and says so: Django's own answer is a 500."""
-        if not all(value.isdigit() for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)):
+        if not all(value.isascii() and value.isdigit() for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)):
             self.message_user(request, "The selection names a row that is not a number: nothing was done. "
                                        "Select the rows again.", messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())

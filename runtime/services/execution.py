@@ -283,8 +283,8 @@ def work_one(*, worker: str, stop: threading.Event | None = None,
     the claim, and says whether there may be work; when there is none that is all (an idle
     second), and the sweep runs only when a lease has expired. ``previews``, when given, is
     told whether a preview is open (the worker's preview thread takes that answer instead of
-    asking: ``ops.worker``), and None before a claimed run is executed. The registry is re-read before the sweep when a file changed, so
-    output contracts and chain edges are those in force, not those of the worker's start (a
+    asking: ``ops.worker``), and None before a claimed run is executed. The registry is re-read
+    before the sweep when a file changed, so output contracts and chain edges are those in force, not those of the worker's start (a
     bad change on disk keeps the last good registry, as in the slot loop). ``stop`` is the
     worker's stop request (``execute_run``); ``clock``, when given, the claim's instant
     instead of the database's (``waiting_work``).

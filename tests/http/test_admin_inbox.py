@@ -25,7 +25,7 @@ def test_pending_proposals_come_first(client, approver, proposals, registry_file
     assert [p.pk for p in response.context["cl"].result_list] == [proposals[0].pk, proposals[1].pk]
 
 
-@pytest.mark.parametrize("selected", [["abc"], ["1", "-2"], ["", "1"], ["1.5"]])
+@pytest.mark.parametrize("selected", [["abc"], ["1", "-2"], ["", "1"], ["1.5"], ["²"]])
 def test_a_selection_naming_a_row_that_is_not_a_number_decides_nothing_and_says_so(client, approver, proposals, selected):
     client.force_login(approver)
     for confirm in ({}, {"confirm": "yes"}):
