@@ -48,19 +48,24 @@ class ClaimedEvent:
         return f"<ClaimedEvent {self.id} {self.uid}>"
 
 
-#: PostgreSQL, for the rest of the chunk's transaction: read the unplanned events' partial
-#: index with index scans, not a bitmap scan. Each planned event leaves a dead entry in
-#: that index until a vacuum; an index scan marks the entries it finds dead so the next
-#: chunk skips them, a bitmap scan reads them all again. Just after a burst the statistics
-#: say few events are unplanned and the planner picks the bitmap scan: planning 60,000
-#: ticks spent 3.1 s in the claims, 26 ms a chunk and growing with the burst; with index
-#: scans 0.27 s (docs/performance.md, "Planning").
-INDEX_SCANS = "SET LOCAL enable_bitmapscan = off"
+#: PostgreSQL, for the rest of the chunk's transaction (one statement):
+#:
+#: - read the unplanned events' partial index with index scans, not a bitmap scan. Each
+#:   planned event leaves a dead entry in that index until a vacuum; an index scan marks
+#:   the entries it finds dead so the next chunk skips them, a bitmap scan reads them all
+#:   again. Just after a burst the statistics say few events are unplanned and the planner
+#:   picks the bitmap scan: planning 60,000 ticks spent 3.1 s in the claims, 26 ms a chunk
+#:   and growing with the burst; with index scans 0.27 s (docs/performance.md, "Planning");
+#: - commit without waiting for the WAL's flush (docs/design.md §7, "Batches": what a
+#:   chunk writes is flushed before anything acts on it outside the database).
+CHUNK_SETTINGS = (
+    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('synchronous_commit', 'off', true)"
+)
 
 
 def claim_chunk(size: int) -> list[ClaimedEvent]:
     """Up to ``size`` of the oldest unplanned events this planner may plan now, in admission
-    order (one statement, on PostgreSQL after ``INDEX_SCANS``, and one more when some are
+    order (one statement, on PostgreSQL after ``CHUNK_SETTINGS``, and one more when some are
     left: ``_in_admission_order``). Not
     marked here: the chunk's update sets ``planned_at`` with the outcome, one new version of
     each event row instead of two. On PostgreSQL, call inside the chunk's transaction."""
@@ -72,7 +77,7 @@ def claim_chunk(size: int) -> list[ClaimedEvent]:
     )
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute(INDEX_SCANS)
+            cursor.execute(CHUNK_SETTINGS)
         cursor.execute(sql, [size])
         rows = cursor.fetchall()
     if not rows:

@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from runtime.models import Event, JournalEntry, Proposal
 from runtime.registry import get_registry
 from runtime.services import planning_batch
+from runtime.services.planning_claim import CHUNK_SETTINGS
 from tests.conftest import at
 from tests.helpers import inject
 
@@ -118,7 +119,7 @@ def test_on_sqlite_a_chunk_is_read_and_decided_before_its_transaction(registry_f
         assert begin is not None and set(verbs[:begin]) == {"SELECT"}
         assert verbs[begin:] == ["BEGIN", "UPDATE", "INSERT", "INSERT", "COMMIT"]
     else:
-        assert [q["sql"] for q in queries[:2]] == ["BEGIN", "SET LOCAL enable_bitmapscan = off"]
+        assert [q["sql"] for q in queries[:2]] == ["BEGIN", CHUNK_SETTINGS]
 
 
 

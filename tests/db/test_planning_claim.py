@@ -46,15 +46,18 @@ def test_a_chunk_is_the_oldest_unplanned_events_up_to_its_size(registry_files):
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's scan choice")
 @pytest.mark.django_db(transaction=True)  # the setting ends with a real transaction, not a savepoint
-def test_a_chunk_turns_bitmap_scans_off_for_its_transaction_only(registry_files):
+def test_a_chunk_turns_bitmap_scans_and_the_commits_wait_for_the_flush_off_for_its_transaction_only(registry_files):
+    """The chunk's commit does not wait for the WAL's flush (docs/design.md §7, "Batches");
+    the connection's next transaction, a door's or an approval's, does again."""
     inject("triage-0", "factory.triage.requested", {"repo": "factory"}, "2026-11-30T22:00:30Z")
+    show = "SELECT current_setting('enable_bitmapscan'), current_setting('synchronous_commit')"
     with connection.cursor() as cursor:
         with transaction.atomic():
             assert [event.uid for event in claim_chunk(500)] == ["triage-0"]
-            cursor.execute("SHOW enable_bitmapscan")
-            assert cursor.fetchone() == ("off",)
-        cursor.execute("SHOW enable_bitmapscan")
-        assert cursor.fetchone() == ("on",)
+            cursor.execute(show)
+            assert cursor.fetchone() == ("off", "off")
+        cursor.execute(show)
+        assert cursor.fetchone() == ("on", "on")
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plan")

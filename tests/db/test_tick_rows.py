@@ -167,3 +167,26 @@ def test_a_form_is_the_payload_text_split_where_the_tick_fills_it_in(registry_fi
     assert tail == "}"
     payload = {**RICH_PAYLOAD, "slot": "2026-11-30T21:22:00Z", "loop": "e-rich", "cadenceSeconds": 60, "skippedSlots": 3}
     assert head + "2026-11-30T21:22:00Z" + middle + "3" + tail == json.dumps(payload)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's commit setting")
+@pytest.mark.django_db(transaction=True)  # the setting ends with a real transaction, not a savepoint
+def test_a_chunks_commit_does_not_wait_for_the_flush_and_the_next_transactions_does(registry_files):
+    """docs/design.md §5: a chunk of ticks commits without waiting for the WAL's flush; the
+    connection's next transaction waits again."""
+    varied_loops(registry_files)
+    tick("2026-11-30T21:00:00.300Z")
+    now = at("2026-11-30T21:01:00.300Z")
+    registry = get_registry()
+    due = ticks._due_from(ticks.due_states(due_by=now, future_after=now + timedelta(days=1)), now, registry)
+    with connection.cursor() as cursor:
+        with transaction.atomic():
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("on",)
+            assert sorted(write_ticks(due, registry, now)) == [
+                "clock:a-minute:2026-11-30T21:01:00Z", "clock:e-rich:2026-11-30T21:01:00Z",
+            ]
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("off",)
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone() == ("on",)
