@@ -3,7 +3,9 @@
 django-environ reads ``FACTORY_LEASE_SECONDS=abc`` with ``int()``, and a traceback ends with
 "invalid literal for int() with base 10" naming no setting; ``DATABASE_URL=garbage`` ends with
 ``KeyError: 'ENGINE'``. Here both are ``ImproperlyConfigured`` naming the variable and its
-value, which ``manage.py`` prints as one line (docs/production.md §3).
+value, which ``manage.py`` prints as one line (docs/production.md §3). A boolean reads only
+the spellings of ``TRUE_WORDS`` and ``FALSE_WORDS``: django-environ reads any other word
+(``DJANGO_DEBUG=maybe``, ``DJANGO_SECURE_SSL_REDIRECT=ture``) as false, silently.
 """
 
 import logging
@@ -12,6 +14,10 @@ import warnings
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+#: The spellings of a boolean setting, in any letter case, spaces around ignored; empty is the default.
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
 
 
 class NamedEnv(environ.Env):
@@ -22,6 +28,18 @@ class NamedEnv(environ.Env):
             return super().get_value(var, cast=cast, default=default, parse_default=parse_default)
         except ValueError as exc:
             raise ImproperlyConfigured(f"{var}={os.environ.get(var, '')!r} cannot be read: {exc}") from None
+
+    def bool(self, var, default=environ.Env.NOTSET):
+        """``var`` as true or false; ``ImproperlyConfigured`` naming it for any other word."""
+        raw = self.str(var, default="")
+        word = raw.strip().lower()
+        if not word:
+            return super().bool(var, default=default) if default is environ.Env.NOTSET else default
+        if word not in TRUE_WORDS + FALSE_WORDS:
+            raise ImproperlyConfigured(
+                f"{var}={raw!r} is not a boolean: write {', '.join(TRUE_WORDS)} or {', '.join(FALSE_WORDS)}"
+            )
+        return word in TRUE_WORDS
 
     def db_url(self, var=environ.Env.DEFAULT_DATABASE_ENV, default=environ.Env.NOTSET, engine=None):
         try:

@@ -3,9 +3,13 @@ size, as the approval API names them (docs/api.md; docs/schedules.md, "Paging").
 
 A bad value is refused, never guessed at: ``GET /schedules`` answers 400
 ``{error: "invalid_parameter", detail}``, the detail naming the parameter; the command exits 2.
+So is a parameter a list route does not take (``?limit=10``, ``?offset=``, ``?page_size=``),
+which would otherwise be ignored and answer a page the caller did not ask for, and a
+parameter given twice (``?status=queued&status=failed``), of which only one would count
+(``only_parameters``).
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from rest_framework import exceptions
 
@@ -13,6 +17,10 @@ from rest_framework import exceptions
 PAGE_SIZE = 50
 #: The largest page size, as the approval API's.
 MAX_PAGE_SIZE = 500
+#: Read by DRF's content negotiation on every route (``?format=json``), so never refused.
+FORMAT_PARAMETER = "format"
+#: The longest name or value a refusal quotes.
+QUOTED = 40
 #: The largest page number taken (past the last page is its own refusal): a bound keeps a
 #: thousand-digit number from being parsed at all.
 MAX_PAGE = 10**9
@@ -29,7 +37,7 @@ def whole_number(text: str, name: str, high: int) -> int:
     """``text`` as an integer from 1 to ``high``; ``InvalidParameter`` naming ``?name=`` otherwise
     (ASCII digits only: no sign, space or underscore). Pure."""
     if not (text.isascii() and text.isdigit() and len(text) <= len(str(high))) or not 1 <= int(text) <= high:
-        raise InvalidParameter(f"?{name}= is a whole number from 1 to {high}, not {text[:40]!r}")
+        raise InvalidParameter(f"?{name}= is a whole number from 1 to {high}, not {text[:QUOTED]!r}")
     return int(text)
 
 
@@ -44,3 +52,15 @@ def page_request(params: Mapping[str, str]) -> tuple[int, int] | None:
         whole_number(page, "page", MAX_PAGE) if page is not None else 1,
         whole_number(size, "pageSize", MAX_PAGE_SIZE) if size is not None else PAGE_SIZE,
     )
+
+
+def only_parameters(params: Mapping[str, str], taken: Iterable[str], route: str) -> None:
+    """``InvalidParameter`` for a query parameter ``route`` does not take, or one given more than
+    once: either would be an answer to another question than the one asked. Pure."""
+    taken = tuple(taken)
+    for name in params:
+        if name not in taken and name != FORMAT_PARAMETER:
+            listed = ", ".join(f"?{known}=" for known in taken)
+            raise InvalidParameter(f"?{name[:QUOTED]}= is not a parameter of {route}: it takes {listed}")
+        if len(params.getlist(name)) > 1:
+            raise InvalidParameter(f"?{name}= is given {len(params.getlist(name))} times: give it once")

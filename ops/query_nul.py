@@ -10,7 +10,8 @@ The refusal is ``django.core.exceptions.BadRequest``: Django answers it with ``h
 (``factory_site.requests.bad_request``) — JSON ``{error: "bad_request", detail}`` on the JSON
 routes, Django's 400 page elsewhere — and logs it as a client's fault (a warning). The approval
 API (``/api/``) is left to refuse for itself: it answers ``invalid_filter`` for a NUL in each
-filter it reads (docs/api.md) and ignores parameters it does not read. ``/events`` and
+filter it reads (docs/api.md), and its lists refuse a parameter they do not take
+(``invalid_parameter``, ops.paging). ``/events`` and
 ``/github`` do not pass here (``factory_site.door_route``) and read no query string.
 """
 

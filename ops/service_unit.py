@@ -27,6 +27,20 @@ STOP_MARGIN_SECONDS = 5
 #: After a failure, before systemd starts runserve again.
 RESTART_SECONDS = 5
 UNIT_NAME = "factory-runserve.service"
+#: The most HTTP or run workers ``runserve`` starts: a slip of the keyboard (``--http-workers
+#: 2000``) would fork that many processes, each with its own database connection.
+MAX_WORKERS = 256
+#: A bad ``--bind``, ``--http-workers`` or ``--run-workers`` exits 2, as argparse's usage errors.
+EXIT_REFUSED = 2
+
+
+def worker_counts_refusal(http_workers: int, run_workers: int) -> str | None:
+    """The line refusing ``runserve``'s worker counts, naming the option and its value, or None.
+    Pure."""
+    for name, value, low in (("--http-workers", http_workers, 1), ("--run-workers", run_workers, 0)):
+        if not low <= value <= MAX_WORKERS:
+            return f"{name} takes a whole number from {low} to {MAX_WORKERS}, not {value}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from .auth import AUTHENTICATION_CLASSES, TokenOrStaff
 from .doctor import collect_status
 from .metrics import database_collector
 from .metrics_intake import intake_registry
-from .paging import page_request
+from .paging import only_parameters, page_request
 
 
 class ReadView(APIView):
@@ -58,6 +58,7 @@ class SchedulesView(ReadView):
 
     @schedules_read
     def get(self, request):
+        only_parameters(request.query_params, ("page", "pageSize"), request.path)
         paging = page_request(request.query_params)
         registry, now = get_registry(), clock.database_now()
         if paging is None:

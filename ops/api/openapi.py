@@ -87,7 +87,8 @@ PAGE = [
 ]
 BAD_FILTER = {400: refusal("`invalid_filter`: a status not in the enum, or a loop or type with a NUL "
                            "or longer than its column; `invalid_parameter`: ?page= or ?pageSize= not a "
-                           "whole number in its range"),
+                           "whole number in its range, a parameter the list does not take (?limit=) or one "
+                           "given twice"),
               404: refusal("`not_found`: a page past the last one")}
 NO_NUL = "^[^\\u0000]*$"
 #: A note's text (lib.notes): no control character but tab, line feed and carriage return, no bidi override.
@@ -255,7 +256,8 @@ schedules_read = extend_schema(
             "results": {"type": "array", "items": {"type": "object"}},
         }, "description": "with ?page= or ?pageSize=: one page of loops by name"},
     ]}, description="one item per loop, or one page of them"), **COMMON,
-        400: refusal("`invalid_parameter`: ?page= or ?pageSize= not a whole number in its range"),
+        400: refusal("`invalid_parameter`: ?page= or ?pageSize= not a whole number in its range, "
+                     "a parameter the route does not take (?limit=) or one given twice"),
         404: refusal("`not_found`: a page past the last one")},
 )
 status_read = extend_schema(

@@ -27,7 +27,7 @@ from runtime.services.approval import approve_proposal, reject_proposal
 from runtime.services.interrupted import close_run, retry_run
 from runtime.services.previews import request_preview
 
-from ..paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, whole_number
+from ..paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, only_parameters, whole_number
 from . import openapi
 from .auth import AUTHENTICATION_CLASSES, MayRead, PersonRequired, token_label
 
@@ -157,6 +157,15 @@ def empty_body(request, what: str) -> None:
 
 
 class ListView(ApiView):
+    """A paged list: ``filters`` are the query parameters it narrows by, besides the page's; any
+    other parameter, or one given twice, is 400 ``invalid_parameter`` (``ops.paging``)."""
+
+    filters: tuple[str, ...] = ()
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # credentials first: 401 and 403 before 400
+        only_parameters(request.query_params, (*self.filters, "page", "pageSize"), request.path)
+
     def page(self, queryset, item):
         rows = self.paginate_queryset(queryset)
         return self.get_paginated_response([item(row) for row in rows])
@@ -164,6 +173,8 @@ class ListView(ApiView):
 
 class EventList(ListView):
     """Admitted events, newest first; ``?type=`` and ``?loop=`` narrow them."""
+
+    filters = ("type", "loop")
 
     @openapi.events_list
     def get(self, request):
@@ -186,6 +197,8 @@ class EventDetail(ApiView):
 
 class ProposalList(ListView):
     """Proposals, newest first; ``?status=`` and ``?loop=`` narrow them."""
+
+    filters = ("status", "loop")
 
     @openapi.proposals_list
     def get(self, request):
@@ -257,6 +270,8 @@ class ProposalPreview(DecisionView):
 
 class RunList(ListView):
     """Runs, newest first; ``?status=`` and ``?loop=`` narrow them."""
+
+    filters = ("status", "loop")
 
     @openapi.runs_list
     def get(self, request):

@@ -29,7 +29,7 @@ def run_fragment(request, run_id: int):
 
 
 def _seen(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() and len(value) <= 18 else None
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) <= 18 else None
 
 
 def inbox_fragment(request):

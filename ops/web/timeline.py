@@ -21,8 +21,11 @@ EVENT_FIELDS = ("id", "uid", "slot", "loop_key", "admitted_at", "payload", "plan
 
 
 def parse_before(text: str | None) -> int | None:
-    """``?before=`` as an event id, or None (absent, or not a positive integer: the first page)."""
-    return int(text) if text and text.isdigit() and int(text) > 0 else None
+    """``?before=`` as an event id, or None (absent, or not a positive integer in ASCII digits: the
+    first page). ``isdigit`` alone takes ``١٢`` (read as 12) and ``²``; an id has at most 19 digits."""
+    if not (text and text.isascii() and text.isdigit() and len(text) <= 19):
+        return None
+    return int(text) or None
 
 
 def timeline(loop: str, *, before: int | None) -> tuple[list[dict], int | None]:

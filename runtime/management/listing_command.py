@@ -13,14 +13,13 @@ MAX_LIMIT = 100_000
 
 
 def limit_value(text: str) -> int:
-    """``--limit``: an integer from 1 to MAX_LIMIT (argparse reports anything else, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_LIMIT}")
-    return value
+    """``--limit``: an integer from 1 to MAX_LIMIT in ASCII digits (argparse reports anything else,
+    exit 2). Not ``int()`` alone, which reads ``1_0`` as 10, `` 5`` as 5 and ``١٢`` as 12."""
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number")
+    if len(text) > len(str(MAX_LIMIT)) or not 1 <= int(text) <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is not between 1 and {MAX_LIMIT}")
+    return int(text)
 
 
 class ListingCommand(BaseCommand):

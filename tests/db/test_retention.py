@@ -153,10 +153,26 @@ def test_a_young_chain_is_kept(registry_files, places):
 @pytest.mark.parametrize(("window", "message"), [
     ("90", "--older-than takes whole days like 90d, not '90'"),
     ("0d", "--older-than takes whole days like 90d, not '0d'"),
+    ("abc", "--older-than takes whole days like 90d, not 'abc'"),
+    ("-5d", "--older-than takes whole days like 90d, not '-5d'"),
+    ("\u0661\u0662d", "--older-than takes whole days like 90d, not '\u0661\u0662d'"),
+    ("100000d", "--older-than takes whole days like 90d, not '100000d'"),
 ])
-def test_a_bad_window_is_refused(window, message):
-    with pytest.raises(CommandError, match=f"^{message}$"):
-        call_command("prune", "--older-than", window)
+def test_a_bad_window_is_refused_in_one_line_naming_it_exit_2(window, message):
+    with pytest.raises(CommandError) as refused:
+        call_command("prune", f"--older-than={window}")
+    assert (str(refused.value), refused.value.returncode) == (message, 2)
+    assert Event.objects.count() == 0
+
+
+def test_a_window_within_the_metrics_window_is_refused_exit_2(settings):
+    settings.FACTORY_METRICS_WINDOW_SECONDS = 2 * 86400
+    with pytest.raises(CommandError) as refused:
+        call_command("prune", "--older-than", "2d")
+    assert (str(refused.value), refused.value.returncode) == (
+        "--older-than 2d is within /metrics' window (FACTORY_METRICS_WINDOW_SECONDS=172800): the recent figures would drop",
+        2,
+    )
 
 
 def test_a_keyed_rows_setting_event_in_force_is_kept_and_rebuild_gives_the_same_rows(registry_files, places):

@@ -191,3 +191,25 @@ def test_tick_at_the_ends_of_the_calendar_is_refused(registry_files, args):
         run("tick", *args)
     assert caught.value.returncode == 2
     assert Event.objects.count() == 0
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    (["next", "heartbeat", "-n", "abc"], "argument -n: a whole number from 1 to 1000, not 'abc'"),
+    (["next", "heartbeat", "-n", "\u0661\u0662"], "argument -n: a whole number from 1 to 1000, not '\u0661\u0662'"),
+    (["next", "heartbeat", "-n", "1_0"], "argument -n: a whole number from 1 to 1000, not '1_0'"),
+    (["next", "heartbeat", "-n=0"], "argument -n: a whole number from 1 to 1000, not '0'"),
+    (["next", "heartbeat", "-n", "1001"], "argument -n: a whole number from 1 to 1000, not '1001'"),
+    (["list", "--page", "two"], "argument --page: a whole number from 1 to 1000000000, not 'two'"),
+    (["list", "--page-size", "501"], "argument --page-size: a whole number from 1 to 500, not '501'"),
+])
+def test_a_number_it_cannot_take_is_a_usage_error_naming_the_option_and_the_value(registry_files, argv, error):
+    with pytest.raises(CommandError) as caught:
+        run(*argv)
+    assert str(caught.value) == f"Error: {error}"
+
+
+def test_tick_names_the_option_of_an_instant_it_cannot_read(registry_files):
+    with pytest.raises(CommandError) as caught:
+        run("tick", "--at", "yesterday")
+    assert (str(caught.value), caught.value.returncode) == (
+        "--at 'yesterday' is not an RFC 3339 date-time (YYYY-MM-DDTHH:MM:SS[.frac]Z or ±HH:MM)", 2)

@@ -94,6 +94,29 @@ def test_static_files_use_finders_unless_the_manifest_is_chosen(tmp_path):
     )
 
 
+NOT_A_BOOLEAN = "is not a boolean: write true, yes, on, 1 or false, no, off, 0"
+BOOLEANS = [
+    "DJANGO_DEBUG", "DJANGO_BEHIND_TLS_PROXY", "DJANGO_SECURE_SSL_REDIRECT", "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS",
+    "DJANGO_SECURE_HSTS_PRELOAD", "DJANGO_SESSION_COOKIE_SECURE", "DJANGO_CSRF_COOKIE_SECURE", "FACTORY_FAKE_AGENTS",
+]
+
+
+@pytest.mark.parametrize("name", BOOLEANS)
+@pytest.mark.parametrize("value", ["maybe", "2", "-1", "ok", "y", "enabled"])
+def test_a_boolean_setting_in_another_spelling_stops_the_settings_naming_it(name, value):
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        settings_value("1", **{name: value})
+    assert f"ImproperlyConfigured: {name}={value!r} {NOT_A_BOOLEAN}" in failed.value.stderr
+
+
+@pytest.mark.parametrize(("value", "read"), [
+    ("true", "True"), ("TRUE", "True"), (" yes ", "True"), ("On", "True"), ("1", "True"),
+    ("false", "False"), ("No", "False"), ("off", "False"), ("0", "False"), ("", "False"), ("  ", "False"),
+])
+def test_a_boolean_setting_reads_its_spellings_and_empty_is_the_default(value, read):
+    assert settings_value("settings.DEBUG", DJANGO_DEBUG=value) == read
+
+
 @pytest.mark.parametrize(("name", "value", "refusal"), [
     ("FACTORY_LEASE_SECONDS", "abc", "FACTORY_LEASE_SECONDS='abc' cannot be read: invalid literal for int() with base 10: 'abc'"),
     ("FACTORY_DB_CONN_MAX_AGE", "1.5", "FACTORY_DB_CONN_MAX_AGE='1.5' cannot be read: invalid literal for int() with base 10: '1.5'"),
@@ -101,6 +124,9 @@ def test_static_files_use_finders_unless_the_manifest_is_chosen(tmp_path):
     ("DATABASE_URL", "garbage",
      "DATABASE_URL='garbage' is not a database URL: postgres://user@host:5432/name or sqlite:////absolute/path"),
     ("FACTORY_LOG_FORMAT", "xml", "FACTORY_LOG_FORMAT must be text or json, not 'xml'"),
+    ("DJANGO_DEBUG", "maybe", f"DJANGO_DEBUG='maybe' {NOT_A_BOOLEAN}"),
+    ("DJANGO_SECURE_SSL_REDIRECT", "ture", f"DJANGO_SECURE_SSL_REDIRECT='ture' {NOT_A_BOOLEAN}"),
+    ("DJANGO_BEHIND_TLS_PROXY", "2", f"DJANGO_BEHIND_TLS_PROXY='2' {NOT_A_BOOLEAN}"),
 ])
 def test_manage_refuses_a_bad_setting_in_one_line_exits_2_and_starts_nothing(name, value, refusal):
     done = subprocess.run(

@@ -92,9 +92,15 @@ def test_the_unit_passes_systemd_analyze_verify(tmp_path):
     (["--group", "root\nUser=root"], "--group 'root\\\\nUser=root' is not a user or group name"),
     (["--bind", "nonsense"], "--bind 'nonsense' must be HOST:PORT"),
     (["--bind", "127.0.0.1:7522 --demo"], "--bind '127.0.0.1:7522 --demo' must be HOST:PORT"),
+    (["--env-file", "factory.env"], "--env-file must be an absolute path, not 'factory.env'"),
+    (["--http-workers=0"], "--http-workers takes a whole number from 1 to 256, not 0"),
+    (["--http-workers=-1"], "--http-workers takes a whole number from 1 to 256, not -1"),
+    (["--run-workers=-2"], "--run-workers takes a whole number from 0 to 256, not -2"),
+    (["--run-workers=100000"], "--run-workers takes a whole number from 0 to 256, not 100000"),
 ])
-def test_an_argument_that_would_change_the_units_lines_is_refused_and_nothing_is_written(tmp_path, args, message):
+def test_an_argument_that_would_change_the_units_lines_is_refused_exit_2_and_nothing_is_written(tmp_path, args, message):
     out = tmp_path / "factory-runserve.service"
-    with pytest.raises(CommandError, match=message):
+    with pytest.raises(CommandError, match=message) as refused:
         call_command("render_service_unit", "--out", str(out), *args)
+    assert refused.value.returncode == 2
     assert not out.exists()

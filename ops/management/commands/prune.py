@@ -8,6 +8,9 @@ row's setting event (the slot loop and ``schedule rebuild`` read them); never
 ``ScheduleState`` or keyed rows. Each chunk is journaled (``retention_pruned``), and the
 whole prune with the archive's SHA-256, also written beside it (``retention_archived``). Prints
 what it archived and deleted; ``--dry-run`` prints what it would and changes nothing.
+
+Exit 2 when the window is refused (not whole days, or within /metrics' window), as
+``schedule`` refuses a bad ``--since``: one line naming the option and the value.
 """
 
 import re
@@ -29,6 +32,7 @@ from runtime.services.retention import (
 from schedules.models import KeyedSchedule, ScheduleState
 
 WINDOW = re.compile(r"([1-9][0-9]{0,4})d")
+EXIT_REFUSED = 2
 
 
 def kept_event_ids() -> list:
@@ -58,12 +62,13 @@ class Command(BaseCommand):
         window = options["older_than"]
         match = WINDOW.fullmatch(window)
         if match is None:
-            raise CommandError(f"--older-than takes whole days like 90d, not {window!r}")
+            raise CommandError(f"--older-than takes whole days like 90d, not {window!r}", returncode=EXIT_REFUSED)
         span = timedelta(days=int(match.group(1)))
         if span.total_seconds() <= settings.FACTORY_METRICS_WINDOW_SECONDS:
             raise CommandError(
                 f"--older-than {window} is within /metrics' window (FACTORY_METRICS_WINDOW_SECONDS="
-                f"{settings.FACTORY_METRICS_WINDOW_SECONDS}): the recent figures would drop"
+                f"{settings.FACTORY_METRICS_WINDOW_SECONDS}): the recent figures would drop",
+                returncode=EXIT_REFUSED,
             )
         now = clock.database_now()
         cutoff = now - span

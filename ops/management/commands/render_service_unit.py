@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from lib.listen_address import parse_bind
 from ops.management.commands.runserve import shutdown_grace_seconds
-from ops.service_unit import UNIT_NAME, ServiceOptions, service_unit
+from ops.service_unit import EXIT_REFUSED, UNIT_NAME, ServiceOptions, service_unit, worker_counts_refusal
 
 DEFAULT_ENV_FILE = "/etc/factory/factory.env"
 #: A name systemd takes for ``User=``/``Group=`` (as useradd makes them).
@@ -35,19 +35,22 @@ class Command(BaseCommand):
         parser.add_argument("--run-workers", type=int, default=1, help="runserve --run-workers (default 1)")
 
     def handle(self, *args, **options):
-        if options["http_workers"] < 1 or options["run_workers"] < 0:
-            raise CommandError("--http-workers must be at least 1 and --run-workers at least 0")
+        if refusal := worker_counts_refusal(options["http_workers"], options["run_workers"]):
+            raise CommandError(refusal, returncode=EXIT_REFUSED)
         if not Path(options["env_file"]).is_absolute():
-            raise CommandError(f"--env-file must be an absolute path, not {options['env_file']!r}")
+            raise CommandError(f"--env-file must be an absolute path, not {options['env_file']!r}",
+                               returncode=EXIT_REFUSED)
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in options["env_file"]):
-            raise CommandError(f"--env-file must not hold control characters (a new line would end its line): {options['env_file']!r}")
+            raise CommandError(f"--env-file must not hold control characters (a new line would end its line): "
+                               f"{options['env_file']!r}", returncode=EXIT_REFUSED)
         for name in ("user", "group"):
             if options[name] is not None and not USER_NAME.fullmatch(options[name]):
-                raise CommandError(f"--{name} {options[name]!r} is not a user or group name (letters, digits, _ . -; at most 32)")
+                raise CommandError(f"--{name} {options[name]!r} is not a user or group name (letters, digits, _ . -; "
+                                   "at most 32)", returncode=EXIT_REFUSED)
         try:
             parse_bind(options["bind"])
         except ValueError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(str(exc), returncode=EXIT_REFUSED) from None
         base = Path(settings.BASE_DIR).absolute()
         unit = service_unit(ServiceOptions(
             python=str(Path(sys.executable).absolute()),

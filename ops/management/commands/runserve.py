@@ -49,6 +49,7 @@ from ops.metrics_intake import (
     release_multiprocess_dir,
 )
 from ops.notify import channels
+from ops.service_unit import EXIT_REFUSED, worker_counts_refusal
 from runtime.adapters.command import KEEPER_EXIT_SECONDS, KILL_GRACE_SECONDS
 from runtime.management.commands.ensure_operator import ensure_operator
 from runtime.registry import get_registry
@@ -90,8 +91,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--bind", default="127.0.0.1:7522", help="HOST:PORT for HTTP (default 127.0.0.1:7522)")
-        parser.add_argument("--http-workers", type=int, default=2, help="gunicorn worker processes (default 2)")
-        parser.add_argument("--run-workers", type=int, default=1, help="run worker processes; 0 for none (default 1)")
+        parser.add_argument("--http-workers", type=int, default=2, help="gunicorn worker processes, 1 to 256 (default 2)")
+        parser.add_argument("--run-workers", type=int, default=1, help="run worker processes, 0 (none) to 256 (default 1)")
         parser.add_argument("--no-loop", action="store_true", help="do not start the slot loop (ticks, planning)")
         parser.add_argument(
             "--demo", action="store_true",
@@ -100,14 +101,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        if options["http_workers"] < 1 or options["run_workers"] < 0:
-            raise CommandError("--http-workers must be at least 1 and --run-workers at least 0")
+        if refusal := worker_counts_refusal(options["http_workers"], options["run_workers"]):
+            raise CommandError(f"{refusal}; nothing was started", returncode=EXIT_REFUSED)
         if options["demo"]:
             self.exec_demo(options)
         try:
             ensure_free(options["bind"])
-        except (AddressTaken, ValueError) as exc:
+        except AddressTaken as exc:
             raise CommandError(f"{exc}; nothing was started") from None
+        except ValueError as exc:  # the address given cannot be read or bound here
+            raise CommandError(f"{exc}; nothing was started", returncode=EXIT_REFUSED) from None
         self.stopping = False
         # Handlers go in before any child exists: a SIGTERM during start-up must stop
         # the children, never kill the supervisor and orphan them.

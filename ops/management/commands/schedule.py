@@ -40,7 +40,7 @@ from lib.instants import InstantError, format_instant, parse_instant
 from ops import control_command
 from ops.earning import WindowError, default_window, earning_report, window_start
 from ops.earning_evidence import EXIT_STATUS
-from ops.paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, InvalidParameter, whole_number
+from ops.paging import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE, QUOTED, InvalidParameter, whole_number
 from ops.schedule_status import ranked_page
 from ops.schedule_text import list_text, next_keyed_text, next_text, page_text, report_text, show_text, tick_text
 from ops.slot_loop import iterate
@@ -62,20 +62,15 @@ MAX_NEXT = 1000
 LOOP_HELP = "the loop's name (see `schedule list`)"
 
 
-def _paging(name: str, high: int):
+def _whole_number(name: str, high: int):
+    """An argparse type: ``ops.paging.whole_number`` (ASCII digits from 1 to ``high``), its refusal
+    naming the value given."""
     def parse(text: str) -> int:
         try:
             return whole_number(text, name, high)
         except InvalidParameter:
-            raise argparse.ArgumentTypeError(f"a whole number from 1 to {high}") from None
+            raise argparse.ArgumentTypeError(f"a whole number from 1 to {high}, not {text[:QUOTED]!r}") from None
     return parse
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= MAX_NEXT:
-        raise argparse.ArgumentTypeError(f"between 1 and {MAX_NEXT}")
-    return value
 
 
 class Command(BaseCommand):
@@ -90,9 +85,9 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action")
         as_json = {"action": "store_true", "default": argparse.SUPPRESS, "help": "print JSON instead of text"}
         listing = sub.add_parser("list", help="the effective loops by name (the default)")
-        listing.add_argument("--page", type=_paging("page", MAX_PAGE), help="the page, from 1 (default 1)")
+        listing.add_argument("--page", type=_whole_number("page", MAX_PAGE), help="the page, from 1 (default 1)")
         listing.add_argument(
-            "--page-size", type=_paging("page-size", MAX_PAGE_SIZE),
+            "--page-size", type=_whole_number("page-size", MAX_PAGE_SIZE),
             help=f"loops a page (default {PAGE_SIZE}, at most {MAX_PAGE_SIZE})",
         )
         listing.add_argument("--json", **as_json)
@@ -103,7 +98,7 @@ class Command(BaseCommand):
         add_local_argument(show, argparse.SUPPRESS)
         upcoming = sub.add_parser("next", help="a loop's next slots")
         upcoming.add_argument("loop", help=LOOP_HELP)
-        upcoming.add_argument("-n", type=_count, default=DEFAULT_NEXT, help=f"how many slots (default {DEFAULT_NEXT})")
+        upcoming.add_argument("-n", type=_whole_number("n", MAX_NEXT), default=DEFAULT_NEXT, help=f"how many slots (default {DEFAULT_NEXT})")
         upcoming.add_argument("--json", **as_json)
         add_local_argument(upcoming, argparse.SUPPRESS)
         tick = sub.add_parser("tick", help="one iteration of the slot loop as if at an instant")
@@ -227,7 +222,7 @@ class Command(BaseCommand):
             try:
                 at = parse_instant(options["at"])
             except InstantError as exc:
-                raise CommandError(str(exc), returncode=EXIT_REFUSED) from None
+                raise CommandError(f"--at {exc}", returncode=EXIT_REFUSED) from None
             # The slots around ``at`` must be computable for the longest cadence, whichever
             # loops happen to be due (an OverflowError is answered below).
             _ = (at - timedelta(seconds=MAX_CADENCE_SECONDS), at + timedelta(seconds=MAX_CADENCE_SECONDS))
