@@ -141,21 +141,12 @@ def wait_serving(runtime: ProcessRuntime, port: int, *, timeout: float = 40) -> 
     """Wait until a just-started runserve answers HTTP on ``port`` and its slot loop has turned."""
     started = datetime.now(UTC).replace(microsecond=0)
 
-    def answering() -> bool:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2)
-        except urllib.error.HTTPError:
-            return True
-        except OSError:
-            return False
-        return True
-
     def turned() -> bool:
         document = json.loads(runtime.manage("doctor", check=False).stdout)
         last = (document.get("loop") or {}).get("lastIterationAt")
         return bool(last) and datetime.fromisoformat(last.replace("Z", "+00:00")) >= started
 
-    wait_for(answering, timeout=timeout, what=f"HTTP on port {port}")
+    wait_for(lambda: answers_http(port, timeout=2), timeout=timeout, what=f"HTTP on port {port}")
     wait_for(turned, timeout=timeout, what="the slot loop's first iteration")
 
 
@@ -196,14 +187,25 @@ def send(url: str, body: bytes, headers: dict) -> tuple[int, dict]:
 
 
 def wait_until_listening(port: int, process: subprocess.Popen, log: Path | None = None) -> None:
-    """Wait until something listens on ``port``; fail with the process's output (from ``log``
-    when it writes to a file) if it exits first."""
+    """Wait until runserve's gunicorn answers HTTP on ``port`` (any status); fail with the
+    process's output (from ``log`` when it writes to a file) if it exits first. A connection
+    alone says nothing: the supervisor listens from its start and gunicorn accepts once it
+    has loaded the application (lib.listen_address)."""
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         assert process.poll() is None, log.read_text() if log else process.communicate()[0]
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"runserve did not listen on port {port} within {START_TIMEOUT_SECONDS}s")
+        if answers_http(port):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"runserve did not answer HTTP on port {port} within {START_TIMEOUT_SECONDS}s")
+
+
+def answers_http(port: int, *, timeout: float = 1.0) -> bool:
+    """Whether a ``GET /status`` on ``port`` gets an HTTP answer (any status) within ``timeout`` seconds."""
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=timeout)
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True

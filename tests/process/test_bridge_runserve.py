@@ -6,12 +6,11 @@ Each test runs a runtime in its own database (``ProcessRuntime``), serves it wit
 whose only link to the serve is the signed ``POST /events``.
 """
 
-import socket
 
 import pytest
 
 from tests.conftest import PROJECT_DIR
-from tests.processes import free_port, stop, wait_for
+from tests.processes import answers_http, free_port, stop, wait_for
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db]
 
@@ -30,15 +29,11 @@ def serve(runtime):
                                 FACTORY_EVENTS_SECRET=SECRET)
         processes.append(process)
 
-        def listening():
+        def answering():
             assert process.poll() is None, process.communicate()[0]
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    return True
-            except OSError:
-                return False
+            return answers_http(port)
 
-        wait_for(listening, timeout=40, what="runserve listening")
+        wait_for(answering, timeout=40, what="runserve answering HTTP")
         return f"http://127.0.0.1:{port}"
 
     yield start

@@ -32,11 +32,12 @@ def test_restarting_serve_repeatedly_within_one_interval_admits_exactly_one_tick
     runtime.write_config("schedule.yaml", DAILY_HEARTBEAT)
     for _ in range(3):
         port = free_port()
-        serve = runtime.start("runserve", "--bind", f"127.0.0.1:{port}", "--run-workers", "0", "--http-workers", "1")
+        serve = runtime.start("runserve", "--bind", f"127.0.0.1:{port}", "--run-workers", "0", "--http-workers", "1",
+                              FACTORY_LOG_LEVEL="INFO")
         wait_serving(runtime, port)
         code, output = stop(serve)
         assert code == 0, output
-        assert "runtime stopped" in output
+        assert "INFO ops.runserve" in output and "runtime stopped action=runtime_stopped" in output
     assert ticks(runtime) == [f"clock:heartbeat:{today_slot()}"]
 
 
@@ -96,9 +97,10 @@ def test_a_sigkilled_gunicorn_master_takes_its_workers_with_it_and_a_restart_get
     workers = children_of(master)
     assert len(workers) == 2
     os.kill(master, signal.SIGKILL)
-    # Not at their next wake-up, up to 5 s later: both within a second and a half of the kill.
+    # Not at their next wake-up, up to 5 s later: both within 3 s of the kill (1.5 s was
+    # missed once with both test suites and more keeping two cores busy, load 7).
     for pid in workers:
-        wait_for(lambda: not command_line(pid), timeout=1.5, what=f"HTTP worker {pid} to exit", interval=0.05)
+        wait_for(lambda: not command_line(pid), timeout=3, what=f"HTTP worker {pid} to exit", interval=0.05)
     output, _ = serve.communicate(timeout=40)
     assert serve.returncode == 1, output
     restarted = runtime.start("runserve", "--bind", f"127.0.0.1:{port}", "--http-workers", "1", "--run-workers", "0")

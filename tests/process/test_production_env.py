@@ -107,14 +107,20 @@ def test_runserve_under_the_production_env(runtime, production):
 
     code, output = stop(served)
     assert code == 0, output
-    supervisor = {"registry ", "serving on ", "runtime stopped", "operator "}
-    documents = [json.loads(line) for line in output.splitlines() if not line.startswith(tuple(supervisor))]
-    assert {document["logger"] for document in documents} >= {"gunicorn.error", "gunicorn.access"}
-    (access,) = [d for d in documents if d["logger"] == "gunicorn.access" and d["path"] == "/status"]
+    documents = [json.loads(line) for line in output.splitlines()]
+    assert {document["logger"] for document in documents} >= {"gunicorn.error", "gunicorn.access", "ops.runserve"}
+    supervisor = [(d["level"], d["action"]) for d in documents if d["logger"] == "ops.runserve"]
+    assert supervisor == [
+        ("WARNING", "operator_created"), ("INFO", "registry_loaded"), ("INFO", "runtime_serving"), ("INFO", "runtime_stopped"),
+    ]
+    (serving,) = [d for d in documents if d.get("action") == "runtime_serving"]
+    assert (serving["bind"], serving["message"].split(" (")[0]) == (f"127.0.0.1:{port}", f"serving on {url}/")
+    # wait_until_listening's own GETs of /status (401, no token) are there too.
+    (access,) = [d for d in documents if d["logger"] == "gunicorn.access" and d.get("requestId") == "monitor-1"]
     assert (access["method"], access["status"], access["requestId"], access["message"]) == (
         "GET", 200, "monitor-1", "GET /status 200",
     )
-    (warning,) = [d for d in documents if d["logger"] == "django.request"]
+    (warning,) = [d for d in documents if d["logger"] == "django.request" and d.get("requestId") == "lost-1"]
     assert (warning["level"], warning["message"], warning["status_code"], warning["requestId"]) == (
         "WARNING", "Not Found: /no-such-page", 404, "lost-1",
     )

@@ -23,6 +23,7 @@ scripted outcomes) and every agent definition played by the fake adapter
 ``runserve`` in that environment, so nothing of the normal database is touched.
 """
 
+import logging
 import os
 import shutil
 import signal
@@ -40,7 +41,7 @@ from django.core.management.base import BaseCommand, CommandError, SystemCheckEr
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from lib.listen_address import AddressTaken, ensure_free
+from lib.listen_address import AddressTaken, listen_on
 from lib.processes import SUPERVISOR_PID_VARIABLE, ChildExits, die_with_parent
 from ops.metrics_intake import (
     MULTIPROCESS_VARIABLE,
@@ -72,6 +73,9 @@ HTTP_THREADS = 16
 CHILD_OPTIONS = ("--skip-checks",)
 #: gunicorn's error and access logs in the runtime's one format, request id included (factory_site.logs).
 GUNICORN_LOGGER = "factory_site.logs.GunicornLogger"
+
+#: The supervisor's own lines, in the runtime's one format (docs/production.md §9).
+logger = logging.getLogger("ops.runserve")
 
 
 def shutdown_grace_seconds() -> float:
@@ -106,7 +110,8 @@ class Command(BaseCommand):
         if options["demo"]:
             self.exec_demo(options)
         try:
-            ensure_free(options["bind"])
+            # Listening from here on: gunicorn accepts on this socket once it is up (lib.listen_address).
+            self.listener = listen_on(options["bind"])
         except AddressTaken as exc:
             raise CommandError(f"{exc}; nothing was started") from None
         except ValueError as exc:  # the address given cannot be read or bound here
@@ -133,7 +138,13 @@ class Command(BaseCommand):
         except BaseException:
             self.abort(children, started=(self.shared_dir / "registry.pickle").exists())
             raise
-        self.stdout.write(f"serving on http://{options['bind']}/ (the dashboard: /dashboard/; pending proposals: /admin/runtime/proposal/?status__exact=pending); Ctrl-C stops")
+        finally:
+            self.listener.close()  # gunicorn holds it now (or nobody: the start failed)
+        logger.info(
+            "serving on http://%s/ (the dashboard: /dashboard/; pending proposals: "
+            "/admin/runtime/proposal/?status__exact=pending); Ctrl-C stops", options["bind"],
+            extra={"action": "runtime_serving", "bind": options["bind"]},
+        )
         raise SystemExit(self.supervise(children))
 
     def abort(self, children: dict[str, subprocess.Popen], *, started: bool) -> None:
@@ -150,7 +161,7 @@ class Command(BaseCommand):
             try:
                 child.wait(timeout=shutdown_grace_seconds())
             except subprocess.TimeoutExpired:
-                self.stderr.write(f"child {name} did not stop; killing it")
+                logger.warning("child %s did not stop; killing it", name, extra={"action": "child_killed", "child": name})
                 child.kill()
                 child.wait()
         shutil.rmtree(self.shared_dir, ignore_errors=True)
@@ -162,12 +173,13 @@ class Command(BaseCommand):
         if not skip_checks:
             self.run_checks(urls=False)
         self.refuse_unmigrated()
-        ensure_operator(self.stdout.write)
+        # A warning: a password made up here is shown this once, whatever the log level.
+        ensure_operator(lambda line: logger.warning("%s", line, extra={"action": "operator_created"}))
         registry = get_registry()
-        self.stdout.write(
-            f"registry {registry.digest[:12]}: {len(registry.loops)} loops "
-            f"({sum(1 for loop in registry.loops.values() if loop.enabled)} enabled)"
-        )
+        enabled = sum(1 for loop in registry.loops.values() if loop.enabled)
+        logger.info("registry %s: %s loops (%s enabled)", registry.digest[:12], len(registry.loops), enabled,
+                    extra={"action": "registry_loaded", "registry": registry.digest, "loops": len(registry.loops),
+                           "enabled": enabled})
         connection.close()
         store.share(self.shared_dir / "registry.pickle")
         if not skip_checks:
@@ -184,7 +196,7 @@ class Command(BaseCommand):
         ]
         for message in messages:
             if not message.is_serious():
-                self.stderr.write(str(message))
+                logger.warning("%s", message, extra={"action": "system_check", "check": message.id})
         serious = [str(message) for message in messages if message.is_serious()]
         if serious:
             raise SystemCheckError("System check identified some issues:\n" + "\n".join(serious))
@@ -199,7 +211,8 @@ class Command(BaseCommand):
         env = dict(os.environ)
         (base / DEMO_VAR_DIR).mkdir(parents=True, exist_ok=True)
         manage = str(base / "manage.py")
-        self.stdout.write(f"demo: settings from {DEMO_ENV_FILE}, database and runs under {DEMO_VAR_DIR}/ (docs/demo.md)")
+        logger.info("demo: settings from %s, database and runs under %s/ (docs/demo.md)", DEMO_ENV_FILE, DEMO_VAR_DIR,
+                    extra={"action": "demo_started"})
         migrated = subprocess.run([sys.executable, manage, "migrate", "--no-input", "-v", "0"], cwd=base, env=env)
         if migrated.returncode != 0:
             raise CommandError(f"demo: migrating the demo database failed (exit {migrated.returncode})")
@@ -222,15 +235,16 @@ class Command(BaseCommand):
     def manage(self) -> str:
         return str(settings.BASE_DIR / "manage.py")
 
-    def spawn(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
-        return subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, preexec_fn=die_with_parent)
+    def spawn(self, argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+        return subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, preexec_fn=die_with_parent, pass_fds=pass_fds)
 
     def start_children(self, options) -> dict[str, subprocess.Popen]:
         """Every child but the slot loop (``handle`` starts it first)."""
         commands = {
             "http": [
                 sys.executable, "-m", "factory_site.gunicorn_run", "factory_site.wsgi:application",
-                "--bind", options["bind"],
+                # The supervisor's listening socket (``handle``), passed as this child's fd.
+                "--bind", f"fd://{self.listener.fileno()}",
                 "--workers", str(options["http_workers"]),
                 # gthread with a read deadline per request and JSON error answers
                 # (docs/design.md §10): a slow client holds one thread for at most
@@ -257,7 +271,8 @@ class Command(BaseCommand):
         except MultiprocessDirInUse as exc:
             raise CommandError(f"{exc}; stopping") from None
         envs = {name: self.env for name in commands} | {"http": {**self.env, MULTIPROCESS_VARIABLE: str(self.metrics_dir)}}
-        return {name: self.spawn(argv, envs[name]) for name, argv in commands.items()}
+        fds = {"http": (self.listener.fileno(),)}
+        return {name: self.spawn(argv, envs[name], fds.get(name, ())) for name, argv in commands.items()}
 
     def supervise(self, children: dict[str, subprocess.Popen]) -> int:
         """Until a stop signal or a child's exit: then stop every child. Waits on the children's
@@ -273,7 +288,8 @@ class Command(BaseCommand):
                 dead = {name: child.returncode for name, child in children.items() if child.poll() is not None}
                 if dead:
                     for name, code in dead.items():
-                        self.stderr.write(f"child {name} exited with status {code}; stopping the runtime")
+                        logger.error("child %s exited with status %s; stopping the runtime", name, code,
+                                     extra={"action": "child_exited", "child": name, "status": code})
                     exit_code = 1
                     break
                 if exits is not None:
@@ -299,11 +315,12 @@ class Command(BaseCommand):
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self.stderr.write(f"child {name} did not stop in {grace:g}s; killing it")
+                logger.warning("child %s did not stop in %gs; killing it", name, grace,
+                               extra={"action": "child_killed", "child": name})
                 child.kill()
                 child.wait()
         # The intake counters die with this runserve (the next one starts from 0 anyway).
         release_multiprocess_dir(self.metrics_dir)
         shutil.rmtree(self.shared_dir, ignore_errors=True)
-        self.stdout.write("runtime stopped")
+        logger.info("runtime stopped", extra={"action": "runtime_stopped"})
 
