@@ -182,17 +182,28 @@ class ReadDeadlineThreadWorker(BalancedAccept, ThreadWorker):
         # they are JSON (the module attribute is what gunicorn's handle_error calls).
         util.write_error = write_json_error
         # Each HTTP worker keeps a process row with its clock's offset, as slot loops and
-        # workers do (docs/operations.md, "Clock faults"); the thread ends with the process.
+        # workers do (docs/operations.md, "Clock faults"), deleted when it stops (``run``).
         # Imported here: gunicorn may import this worker class before Django's apps are ready.
         from ops.process_rows import keep_row
 
-        keep_row("http", threading.Event())
+        self.row_stop = threading.Event()
+        self.row = keep_row("http", self.row_stop)
         # The kernel's SIGTERM when the arbiter dies, even SIGKILLed: an idle worker would see it
         # gone only at its next wake-up (``IDLE_WAKE_SECONDS``), holding the listening socket.
         die_with_parent()
         if os.getppid() != self.ppid:  # it died before the kernel was asked
             self.alive = False
         self.serve_sharing(super().init_process)
+
+    def run(self):
+        """gthread's ``run``, which ends the process (``sys.exit``); then the row goes."""
+        from ops.process_rows import FORGET_SECONDS
+
+        try:
+            super().run()
+        finally:
+            self.row_stop.set()
+            self.row.join(FORGET_SECONDS)
 
     def wait_for_and_dispatch_events(self, timeout):
         if not self.nr_conns:

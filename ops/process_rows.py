@@ -9,7 +9,9 @@ after, the midpoint minus the database's instant — when it starts and every
 ``REFRESH_SECONDS``, in a daemon thread with a connection of its own, and logs a WARNING
 with the figure when it exceeds ``SKEW_WARNING_SECONDS`` (and an INFO when it is back
 within it). The doctor lists the processes seen within ``RECENT_SECONDS`` and, among
-them, the skewed ones as ``clockSkew``. Rows not seen for ``PRUNE_AFTER_SECONDS`` (a
+them, the skewed ones as ``clockSkew``; a process that stops deletes its row (the commands
+wait ``FORGET_SECONDS`` for it), one killed is listed until ``RECENT_SECONDS`` after it was
+last seen. Rows not seen for ``PRUNE_AFTER_SECONDS`` (a
 process long gone) are deleted when a process registers.
 """
 
@@ -40,6 +42,8 @@ SKEW_WARNING_SECONDS = 5.0
 RECENT_SECONDS = 4 * REFRESH_SECONDS
 #: Rows of processes not seen for this long (a day) are deleted.
 PRUNE_AFTER_SECONDS = 24 * 3600
+#: How long a stopping process waits for its row thread to delete its row, in seconds.
+FORGET_SECONDS = 2.0
 
 
 def clock_offset(host_before: float, database_now: datetime, host_after: float) -> float:
@@ -98,7 +102,8 @@ def _log(record: ProcessRecord, offset: float, *, was_skewed: bool) -> None:
 
 def keep_row(role: str, stop: threading.Event) -> threading.Thread:
     """Start a daemon thread that registers this process as ``role`` and refreshes its row
-    every ``REFRESH_SECONDS`` until ``stop`` is set, each turn on a usable connection (a dropped
+    every ``REFRESH_SECONDS`` until ``stop`` is set, then deletes it (join the thread for at
+    most ``FORGET_SECONDS`` before the process exits), each turn on a usable connection (a dropped
     one replaced without a word: ``ops.loop_connection``); a database error is logged, the
     connection closed, and the refresh retried on a new connection at the next turn. The thread
     has its own database connection and closes it."""
@@ -124,6 +129,20 @@ def _keep(role: str, stop: threading.Event) -> None:
             else:
                 failures.succeeded()
             if stop.wait(REFRESH_SECONDS):
+                _forget(record)
                 return
     finally:
         connection.close()
+
+
+def _forget(record: ProcessRecord | None) -> None:
+    """Delete this stopping process's row, so that the doctor lists only the processes alive
+    (a restart's old ones left it ``RECENT_SECONDS`` later); a database error leaves the row
+    to age out of the list, as a killed process's does."""
+    if record is None:
+        return
+    try:
+        step_on_connection(ProcessRecord.objects.filter(pk=record.pk).delete)
+    except DATABASE_ERRORS as exc:
+        logger.info("%s %s:%s: its row could not be deleted (%s); the doctor lists it %ss more",
+                    record.role, record.host, record.pid, exc, RECENT_SECONDS, extra={"action": "process_row_left"})

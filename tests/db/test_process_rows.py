@@ -1,5 +1,7 @@
-"""A process's row survives a dropped database connection (docs/operations.md, "Clock faults")."""
+"""A process's row survives a dropped database connection and goes when the process stops
+(docs/operations.md, "Clock faults"; docs/design.md §11)."""
 
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -49,8 +51,9 @@ def test_the_row_thread_reconnects_after_the_server_drops_its_connection(monkeyp
         wait_for_calls(calls, 3, deadline)
         first_seen = ProcessRecord.objects.get().last_seen_at
         wait_for_calls(calls, 6, deadline)
+        last_seen = ProcessRecord.objects.get().last_seen_at
     assert (len(calls) >= 6, thread.is_alive()) == (True, False)
-    assert ProcessRecord.objects.get().last_seen_at > first_seen
+    assert last_seen > first_seen
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL backend terminated")
@@ -81,3 +84,30 @@ def test_a_connection_dropped_between_two_refreshes_is_replaced_without_a_warnin
         wait_for_calls(calls, 4, time.monotonic() + 10)
     assert (len(calls) >= 4, thread.is_alive()) == (True, False)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_stopping_process_deletes_its_row(monkeypatch):
+    with row_thread(monkeypatch, process_rows.measure, refresh_seconds=0.05) as thread:
+        deadline = time.monotonic() + 10
+        while not ProcessRecord.objects.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (row,) = ProcessRecord.objects.values_list("role", "pid")
+    assert (row, thread.is_alive(), ProcessRecord.objects.count()) == (("worker", os.getpid()), False, 0)
+
+
+def test_a_row_that_cannot_be_deleted_is_left_to_age_out_with_a_line_saying_so(monkeypatch, caplog):
+    import logging
+
+    record = process_rows.register("worker")
+
+    def refused():
+        raise DatabaseError("the server went away")
+
+    monkeypatch.setattr(process_rows, "step_on_connection", lambda step, *args: refused())
+    caplog.set_level(logging.INFO, logger="ops.process_rows")
+    process_rows._forget(record)
+    assert ProcessRecord.objects.count() == 1
+    assert [(r.levelname, r.getMessage(), r.action) for r in caplog.records] == [(
+        "INFO", f"worker {record.host}:{record.pid}: its row could not be deleted (the server went away); "
+        "the doctor lists it 60s more", "process_row_left",
+    )]

@@ -38,6 +38,8 @@ def test_restarting_serve_repeatedly_within_one_interval_admits_exactly_one_tick
         code, output = stop(serve)
         assert code == 0, output
         assert "INFO ops.runserve" in output and "runtime stopped action=runtime_stopped" in output
+        # Each stopped process took its row with it: the doctor lists none of a runtime that is gone.
+        assert json.loads(runtime.manage("doctor", check=False).stdout)["processes"] == []
     assert ticks(runtime) == [f"clock:heartbeat:{today_slot()}"]
 
 

@@ -9,7 +9,7 @@ import gc
 from django.core.management.base import BaseCommand
 
 from lib.processes import stop_on_signals
-from ops.process_rows import keep_row
+from ops.process_rows import FORGET_SECONDS, keep_row
 from ops.slot_loop import run_slot_loop
 from runtime.registry import store
 
@@ -31,7 +31,9 @@ class Command(BaseCommand):
         # as long as the process: out of the collector's sight, a full collection during a
         # burst walks what the burst made (it walked all of them: 50 ms in a 0.8 s burst).
         gc.freeze()
-        if not options["once"]:  # a long-running process keeps a row: host, pid, clock offset (§11)
-            keep_row("slot-loop", stop)
+        # A long-running process keeps a row: host, pid, clock offset (§11), deleted when it stops.
+        row = None if options["once"] else keep_row("slot-loop", stop)
         if not run_slot_loop(stop=stop, once=options["once"]):
             raise SystemExit(1)
+        if row is not None:
+            row.join(FORGET_SECONDS)

@@ -8,7 +8,7 @@ records the attempt as interrupted. ``--once`` works until the queue is empty, t
 from django.core.management.base import BaseCommand
 
 from lib.processes import stop_on_signals
-from ops.process_rows import keep_row
+from ops.process_rows import FORGET_SECONDS, keep_row
 from ops.worker import run_worker
 
 
@@ -20,6 +20,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         stop = stop_on_signals()
-        if not options["once"]:  # a long-running process keeps a row: host, pid, clock offset (§11)
-            keep_row("worker", stop)
+        # A long-running process keeps a row: host, pid, clock offset (§11), deleted when it stops.
+        row = None if options["once"] else keep_row("worker", stop)
         run_worker(stop=stop, once=options["once"])
+        if row is not None:
+            row.join(FORGET_SECONDS)
