@@ -30,6 +30,7 @@ from schedules.ticks import TickReport, emit_due_ticks
 from .failure_streak import DATABASE_ERRORS, FailureStreak
 from .loop_connection import step_on_connection
 from .loop_status import ask_idle, hold_recording_idle, record_checking_idle, record_iteration, recorded_ago
+from .thread_word import WorkWord
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def plan_iteration() -> IterationReport:
     this process in the last ``RECORDED_RECENTLY_SECONDS`` (the tick thread records its own
     while it holds the lease), but never while the tick thread fails (``ticks_failing``). Its
     idle iteration is one statement, made only when the tick thread's word does not already
-    answer it (``planning_due``)."""
+    answer it (``planner_word``)."""
     started = time.monotonic()
     store.refresh_if_due(SHARED_CHECK_SECONDS)
     registry = store.current()
@@ -105,55 +106,19 @@ def plan_iteration() -> IterationReport:
     return IterationReport([], planned, published)
 
 
-#: How long the tick thread's word to the planning thread holds, in seconds: the tick thread
-#: checks every second, so a word older than this means it lagged or stopped checking (a
-#: burst, a lost lease, a failing database), and the planning thread asks for itself again.
-PLANNER_WORD_SECONDS = 1.5
-#: How long the planning thread sleeps while the tick thread's word says there is nothing to
-#: plan, in seconds: the tick thread wakes it for work, a lost lease, a failure or a stop, so
-#: this bounds only a tick thread that hangs. A wake-up costs an idle process about a quarter
-#: of a millisecond of CPU (docs/performance.md, "An idle second").
-PLANNER_QUIET_SECONDS = 5.0
-#: Set by the tick thread when its check found something for the planning thread (an event
-#: not planned, an outbox row pending, ticks just admitted): the planning thread, waiting for
-#: the next second, goes at once.
-plan_wanted = threading.Event()
-#: The tick thread's last word: (``time.monotonic()`` of its check, whether the planning thread
-#: has work), replaced whole (``tell_planner``).
-_word: list[tuple[float, bool]] = [(float("-inf"), True)]
+#: The tick thread's word to the planning thread after its check (the backlog's two questions
+#: asked in its ticks' statement, ``due_check.check_idle``; ``ops.thread_word``): work (an event
+#: not planned, an outbox row pending, ticks just admitted) wakes it at once, nothing lets it
+#: sleep, no word (no check made: the lease held by another process, a failure, a stop) wakes it
+#: to ask for itself from then on. An idle second of the planning thread then asks the database
+#: nothing (docs/performance.md, "An idle second"); what arrives meanwhile is seen by the tick
+#: thread's next check, within a second.
+planner_word = WorkWord()
 
 
-def tell_planner(*, work: bool | None) -> None:
-    """The tick thread's word to the planning thread after its check (the backlog's two questions
-    asked in its ticks' statement, ``due_check.check_idle``): ``work`` wakes it, False lets it
-    sleep, None (no check made: the lease held by another process, a failure, a stop) wakes
-    it to ask for itself from then on."""
-    _word[0] = (float("-inf"), True) if work is None else (time.monotonic(), work)
-    if work is None or work:
-        plan_wanted.set()
-
-
-def planning_due(looked: float) -> bool:
-    """Whether the planning thread iterates now, having last begun an iteration at ``looked``
-    (``time.monotonic()``): when the tick thread's word is older than ``PLANNER_WORD_SECONDS``,
-    or it said there is work after ``looked``. An idle second of the planning thread then asks
-    the database nothing (docs/performance.md, "An idle second"); what arrives meanwhile is
-    seen by the tick thread's next check, within a second, which wakes it (``plan_wanted``)."""
-    at, work = _word[0]
-    return time.monotonic() - at > PLANNER_WORD_SECONDS or (work and at > looked)
-
-
-def planning_wait(looked: float) -> float:
-    """How long the planning thread, which last began an iteration at ``looked``, waits for a
-    word (``plan_wanted``), in seconds: none when a word of work came during that iteration,
-    ``PLANNER_QUIET_SECONDS`` while the tick thread's word says there is nothing, else to the
-    next second of the host's clock (it asks for itself every second)."""
-    at, work = _word[0]
-    if time.monotonic() - at <= PLANNER_WORD_SECONDS:
-        if work and at > looked:
-            return 0.0
-        if not work:
-            return PLANNER_QUIET_SECONDS
+def to_next_second() -> float:
+    """Seconds to the next second of the host's clock: the tick thread's pace, and the planning
+    thread's while the tick thread's word does not answer it (it asks for itself every second)."""
     return 1.0 - (time.time() % 1.0)
 
 
@@ -189,7 +154,7 @@ def plan_in_steps(*, now: datetime, registry) -> int:
 def emit_once(lease: EmitterLease) -> list[TickReport] | None:
     """One tick-thread iteration: hold the lease at the database's instant (read by the lease's
     own statement: ``EmitterLease.hold_now``) and, if held, emit the due ticks, record the
-    iteration and tell the planning thread whether it has work (``tell_planner``); None when
+    iteration and tell the planning thread whether it has work (``planner_word``); None when
     another process holds the lease (the planning thread then asks for itself). An idle
     second is two statements: the lease, and the doctor's row's update returning the ticks'
     and the backlog's question (``record_checking_idle``); when a tick may be due,
@@ -203,7 +168,7 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
     try:
         asked = _hold_and_ask(lease, started)
         if asked is None:
-            tell_planner(work=None)
+            planner_word.tell(None)
             return None
         now, registry, idle, waiting = asked
         latest = [now]
@@ -221,7 +186,7 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
         if not idle:
             fired = emit_due_ticks(now=now, registry=registry, renew=renew)
             record_iteration(latest[-1], seconds=time.monotonic() - started)
-        tell_planner(work=not idle or waiting.outbox or waiting.events)
+        planner_word.tell(not idle or waiting.outbox or waiting.events)
         return fired
     finally:
         emitting.clear()
@@ -267,14 +232,14 @@ def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: thre
     try:
         with bound_frozen_transactions():
             tick_until(stop, lease, failures)
-        tell_planner(work=None)  # stopping: the planning thread no longer waits on this one
+        planner_word.tell(None)  # stopping: the planning thread no longer waits on this one
         close_old_connections()
         lease.release(clock.database_now())
     except Exception:
         logger.exception("the tick thread failed; stopping the slot loop", extra={"action": "tick_emitter_failed"})
         failed.set()
         stop.set()
-        tell_planner(work=None)  # wakes the planning thread to see the stop
+        planner_word.tell(None)  # wakes the planning thread to see the stop
     finally:
         connections.close_all()
 
@@ -288,23 +253,23 @@ def tick_until(stop: threading.Event, lease: EmitterLease, failures: FailureStre
         except DATABASE_ERRORS as exc:
             failures.failed(exc)
             ticks_failing.set()
-            tell_planner(work=None)  # no word this second: the planning thread asks for itself
+            planner_word.tell(None)  # no word this second: the planning thread asks for itself
         else:
             failures.succeeded()
             ticks_failing.clear()
-        stop.wait(1.0 - (time.time() % 1.0))
+        stop.wait(to_next_second())
 
 
 def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
     """Run the tick thread and iterate outbox and planning until ``stop`` is set: at once when
     the tick thread's check finds work for them, else about once a second unless the tick
-    thread, holding the lease, found nothing less than ``PLANNER_WORD_SECONDS`` ago
-    (``planning_due``); ``once`` runs a single whole iteration (ticks included) in this
+    thread, holding the lease, found nothing less than ``thread_word.WORD_SECONDS`` ago
+    (``planner_word``); ``once`` runs a single whole iteration (ticks included) in this
     thread. Returns False when the tick thread failed."""
     logger.info("slot loop started", extra={"action": "slot_loop_started"})
     failed = threading.Event()
     emitter = None
-    tell_planner(work=None)  # no word yet from this loop's tick thread
+    planner_word.tell(None)  # no word yet from this loop's tick thread
     if not once:
         emitter = threading.Thread(
             target=run_tick_emitter, kwargs={"stop": stop, "lease": EmitterLease(), "failed": failed},
@@ -314,8 +279,8 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
     failures = FailureStreak(logger, what="slot loop iteration", action="slot_loop_error")
     looked = float("-inf")
     while not stop.is_set():
-        if once or planning_due(looked):
-            looked = time.monotonic()
+        if once or planner_word.due(looked):
+            looked = planner_word.clock()
             try:
                 if once:
                     step_on_connection(lambda: iterate(now=clock.database_now()))
@@ -328,8 +293,7 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
         if once:
             break
         # The host clock only paces the loop; every instant the iteration uses is the database's.
-        plan_wanted.clear()
-        plan_wanted.wait(planning_wait(looked))
+        planner_word.wait(looked, otherwise=to_next_second())
     if emitter is not None:
         emitter.join()
     logger.info("slot loop stopped", extra={"action": "slot_loop_stopped"})

@@ -11,9 +11,10 @@ still previews (docs/design.md §8, Previews). A stop kills a running preview's 
 a preview is advice.
 
 An idle worker asks the database one question a second (``runs.waiting_work``), for both
-threads: the run thread tells the preview thread whether a preview is open (``PreviewWord``),
-and the preview thread asks for itself only when that word is older than ``WORD_SECONDS``
-(the run thread is running a command, or its database fails).
+threads: the run thread tells the preview thread whether a preview is open (a ``WorkWord``,
+``ops.thread_word``); the preview thread asks for itself only when that word is older than
+``thread_word.WORD_SECONDS`` (the run thread is running a command, or its database fails),
+and sleeps ``thread_word.QUIET_SECONDS`` while it says none is open.
 """
 
 import functools
@@ -21,7 +22,6 @@ import logging
 import os
 import socket
 import threading
-import time
 
 from django.db import connections
 
@@ -31,53 +31,13 @@ from runtime.services.preview_execution import preview_one
 
 from .failure_streak import DATABASE_ERRORS, FailureStreak
 from .loop_connection import step_on_connection
+from .thread_word import WorkWord
 
 logger = logging.getLogger(__name__)
 
-#: How long an idle worker waits before it looks at the queue again, in seconds.
+#: How long an idle worker waits before it looks at the queue again, in seconds; the preview
+#: thread's second too, while the run thread's word does not answer it.
 IDLE_SLEEP_SECONDS = 1.0
-#: How long the run thread's word to the preview thread holds, in seconds: it asks every
-#: second when idle, so an older word means it is busy (a run) or failing.
-WORD_SECONDS = 1.5
-#: How long the preview thread sleeps while the run thread's word says no preview is open, in
-#: seconds: the run thread wakes it for an open preview and before it runs a command, so this
-#: bounds only a run thread that hangs (docs/performance.md, "An idle second").
-QUIET_SECONDS = 5.0
-
-
-class PreviewWord:
-    """The run thread's last answer to "is a preview open?", for the preview thread. A word is
-    replaced whole, so either thread may read it at any time."""
-
-    def __init__(self) -> None:
-        self._word: tuple[float, bool] = (float("-inf"), True)  # (time.monotonic(), open)
-        self.wanted = threading.Event()
-
-    def tell(self, open_previews: bool | None) -> None:
-        """The run thread's answer, now; an open preview wakes the preview thread, and so does
-        None: the run thread is about to run a command and gives no word until it is done."""
-        self._word = (float("-inf"), True) if open_previews is None else (time.monotonic(), open_previews)
-        if open_previews is None or open_previews:
-            self.wanted.set()
-
-    def due(self, looked: float) -> bool:
-        """Whether the preview thread, which last began a look at ``looked`` (``time.monotonic()``),
-        looks now: the word is older than ``WORD_SECONDS``, or it says a preview is open and
-        was given after ``looked``."""
-        at, open_previews = self._word
-        return time.monotonic() - at > WORD_SECONDS or (open_previews and at > looked)
-
-    def wait_seconds(self, looked: float) -> float:
-        """How long the preview thread, which last began a look at ``looked``, waits for a word
-        (``wanted``), in seconds: none when a word of an open preview came after ``looked``,
-        ``QUIET_SECONDS`` while the word says none is open, else ``IDLE_SLEEP_SECONDS``."""
-        at, open_previews = self._word
-        if time.monotonic() - at <= WORD_SECONDS:
-            if open_previews and at > looked:
-                return 0.0
-            if not open_previews:
-                return QUIET_SECONDS
-        return IDLE_SLEEP_SECONDS
 
 
 def worker_name() -> str:
@@ -95,7 +55,7 @@ def run_worker(*, stop: threading.Event, once: bool = False) -> None:
         logger.error("worker %s: the command spawner could not start (%s); each command run will try again", name,
                      exc, extra={"action": "spawner_failed"})
     logger.info("worker %s started", name, extra={"action": "worker_started"})
-    previews, word = None, PreviewWord()
+    previews, word = None, WorkWord()
     if not once:
         previews = threading.Thread(target=run_previews, kwargs={"stop": stop, "word": word}, name="previews",
                                     daemon=True)
@@ -109,21 +69,20 @@ def run_worker(*, stop: threading.Event, once: bool = False) -> None:
     logger.info("worker %s stopped", name, extra={"action": "worker_stopped"})
 
 
-def run_previews(*, stop: threading.Event, word: PreviewWord) -> None:
+def run_previews(*, stop: threading.Event, word: WorkWord) -> None:
     """The preview thread: ``preview_one`` until ``stop`` is set, with its own connection, when
-    ``word`` says so (``PreviewWord.due``); between two looks it waits for the run thread's
-    word (``PreviewWord.wait_seconds``)."""
+    the run thread's ``word`` (whether a preview is open) says so (``WorkWord.due``); between two
+    looks it waits for that word (``WorkWord.wait``), ``IDLE_SLEEP_SECONDS`` when it has none."""
     name = worker_name()
     failures = FailureStreak(logger, what="preview iteration", action="preview_error")
     looked = float("-inf")
     try:
         while not stop.is_set():
             if word.due(looked):
-                looked = time.monotonic()
+                looked = word.clock()
                 if _step(preview_one, name=name, stop=stop, failures=failures):
                     continue
-            word.wanted.clear()
-            word.wanted.wait(word.wait_seconds(looked))
+            word.wait(looked, otherwise=IDLE_SLEEP_SECONDS)
     finally:
         connections.close_all()
 

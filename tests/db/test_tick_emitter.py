@@ -128,13 +128,13 @@ def test_an_idle_tick_second_is_one_statement_on_postgresql_two_on_sqlite_and_te
     emit_once(lease)  # the first: the lease's row, the doctor's row, the states' sync, the heartbeat's tick
     slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
     emit_once(lease)  # an iteration with nothing due
-    looked = slot_loop.time.monotonic()
+    looked = slot_loop.planner_word.clock()
     one = connection.vendor == "postgresql"
     with django_assert_num_queries(1 if one else 2) as captured:
         assert emit_once(lease) == []
     assert [q["sql"].split()[0] for q in captured.captured_queries] == (["WITH"] if one else ["WITH", "UPDATE"])
     assert " RETURNING " in captured.captured_queries[-1]["sql"]
-    assert slot_loop.planning_due(looked) is False
+    assert slot_loop.planner_word.due(looked) is False
     row = SlotLoopStatus.objects.get()
     held_at = TickEmitterLease.objects.get().expires_at - timedelta(seconds=LEASE_SECONDS)
     assert (row.pid, row.last_iteration_at) == (os.getpid(), held_at)
@@ -170,8 +170,8 @@ def nothing_to_plan(lease: EmitterLease) -> float:
     emit_once(lease)
     slot_loop.plan_pending(now=database_now(), registry=get_registry(), limit=100)
     emit_once(lease)
-    looked = slot_loop.time.monotonic()
-    assert slot_loop.planning_due(looked) is False
+    looked = slot_loop.planner_word.clock()
+    assert slot_loop.planner_word.due(looked) is False
     return looked
 
 
@@ -184,28 +184,28 @@ def test_the_tick_threads_check_wakes_the_planning_thread_for_an_event_to_plan(r
     lease = EmitterLease("host-a:1:aa")
     looked = nothing_to_plan(lease)
     admit_batch([envelope()], door=Door.EVENTS, now=database_now(), registry=get_registry())
-    slot_loop.plan_wanted.clear()
+    slot_loop.planner_word.wanted.clear()
     assert emit_once(lease) == []
-    assert slot_loop.plan_wanted.is_set() and slot_loop.planning_due(looked) is True
+    assert slot_loop.planner_word.wanted.is_set() and slot_loop.planner_word.due(looked) is True
 
 
 def test_the_planning_thread_asks_for_itself_when_the_tick_threads_word_is_old_or_it_holds_no_lease(
     registry_files, monkeypatch,
 ):
-    from ops import slot_loop
+    from ops import slot_loop, thread_word
 
     lease = EmitterLease("host-a:1:aa")
     looked = nothing_to_plan(lease)
-    later = looked + slot_loop.PLANNER_WORD_SECONDS + 0.1
-    monkeypatch.setattr(slot_loop.time, "monotonic", lambda: later)
-    assert slot_loop.planning_due(looked) is True  # the tick thread lagged or stopped checking
+    later = looked + thread_word.WORD_SECONDS + 0.1
+    monkeypatch.setattr(slot_loop.planner_word, "clock", lambda: later)
+    assert slot_loop.planner_word.due(looked) is True  # the tick thread lagged or stopped checking
     monkeypatch.undo()
     emit_once(lease)
-    assert slot_loop.planning_due(looked) is False
+    assert slot_loop.planner_word.due(looked) is False
     lease.release(database_now())
     assert EmitterLease("host-b:2:bb").hold(database_now())
     assert emit_once(lease) is None  # another process holds the lease: no check made here
-    assert slot_loop.planning_due(slot_loop.time.monotonic()) is True
+    assert slot_loop.planner_word.due(slot_loop.planner_word.clock()) is True
 
 
 
