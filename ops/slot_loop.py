@@ -90,9 +90,9 @@ def plan_iteration() -> IterationReport:
     """The planning thread's iteration (``run_slot_loop``): ``iterate(ticks=False)`` at the
     database's instant, read in the statement that asks the backlog's questions. The registry
     is looked at unless the tick thread just did (``SHARED_CHECK_SECONDS``); the doctor's row
-    is written when the iteration published or planned, or when no iteration was recorded by
-    this process in the last ``RECORDED_RECENTLY_SECONDS`` (the tick thread records its own
-    while it holds the lease), but never while the tick thread fails (``ticks_failing``). Its
+    is written, while this process's tick thread holds the lease (``holding_lease``), when the
+    iteration published or planned, or when no iteration was recorded by this process in the
+    last ``RECORDED_RECENTLY_SECONDS``, but never while the tick thread fails (``ticks_failing``). Its
     idle iteration is one statement, made only when the tick thread's word does not already
     answer it (``planner_word``)."""
     started = time.monotonic()
@@ -101,7 +101,8 @@ def plan_iteration() -> IterationReport:
     now, waiting = backlog_now()
     published = publish_outbox(now=now, registry=registry) if waiting.outbox else 0
     planned = plan_in_steps(now=now, registry=registry) if waiting.events or published else 0
-    if not ticks_failing.is_set() and (published or planned or recorded_ago() > RECORDED_RECENTLY_SECONDS):
+    recording = holding_lease.is_set() and not ticks_failing.is_set()
+    if recording and (published or planned or recorded_ago() > RECORDED_RECENTLY_SECONDS):
         record_iteration(now, seconds=time.monotonic() - started)
     return IterationReport([], planned, published)
 
@@ -132,6 +133,11 @@ PLAN_STEP = 250
 #: e.g. a chunk of ticks refused): no thread of the process records an iteration then, so the
 #: doctor's ``slotLoopStale`` says the clock is not turning (docs/design.md §11).
 ticks_failing = threading.Event()
+#: Set while this process's tick thread holds the tick emitter's lease: only then does its
+#: planning thread record iterations in the doctor's row, which says whether the clock turns
+#: (``slotLoopStale``). Another process's planning thread recording it would hide a holder whose
+#: seconds fail or hang (docs/design.md §11).
+holding_lease = threading.Event()
 #: Set while this process's tick thread emits: planning waits between its steps, so on
 #: SQLite (one writer at a time) the ticks do not queue behind a planning backlog.
 emitting = threading.Event()
@@ -168,8 +174,10 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
     try:
         asked = _hold_and_ask(lease, started)
         if asked is None:
+            holding_lease.clear()
             planner_word.tell(None)
             return None
+        holding_lease.set()
         now, registry, idle, waiting = asked
         latest = [now]
 
@@ -233,12 +241,14 @@ def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: thre
         with bound_frozen_transactions():
             tick_until(stop, lease, failures)
         planner_word.tell(None)  # stopping: the planning thread no longer waits on this one
+        holding_lease.clear()
         close_old_connections()
         lease.release(clock.database_now())
     except Exception:
         logger.exception("the tick thread failed; stopping the slot loop", extra={"action": "tick_emitter_failed"})
         failed.set()
         stop.set()
+        holding_lease.clear()
         planner_word.tell(None)  # wakes the planning thread to see the stop
     finally:
         connections.close_all()

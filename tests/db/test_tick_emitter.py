@@ -267,3 +267,29 @@ def test_no_thread_records_an_iteration_while_the_tick_threads_seconds_fail(regi
     monkeypatch.setattr(loop_status, "_recorded", [float("-inf")])
     slot_loop.plan_iteration()
     assert recorded() is True
+
+
+def test_a_process_that_does_not_hold_the_lease_records_no_iteration(registry_files, monkeypatch):
+    """Another process's planning thread does not keep the doctor's row fresh: a lease holder
+    whose seconds fail or hang raises ``slotLoopStale`` all the same (docs/design.md §11)."""
+    from ops import loop_status, slot_loop
+    from schedules.models import SlotLoopStatus
+
+    holder, other = EmitterLease("host-a:1:aa"), EmitterLease("host-b:2:bb")
+    nothing_to_plan(holder)
+    old = database_now() - timedelta(seconds=30)
+    SlotLoopStatus.objects.update(last_iteration_at=old)
+    monkeypatch.setattr(loop_status, "_recorded", [float("-inf")])  # nothing recorded by this process
+    try:
+        assert emit_once(other) is None  # the lease is host-a's
+        assert slot_loop.holding_lease.is_set() is False
+        slot_loop.plan_iteration()
+        assert SlotLoopStatus.objects.get().last_iteration_at == old
+        assert emit_once(holder) == []
+        assert slot_loop.holding_lease.is_set() is True
+        SlotLoopStatus.objects.update(last_iteration_at=old)
+        monkeypatch.setattr(loop_status, "_recorded", [float("-inf")])
+        slot_loop.plan_iteration()
+        assert SlotLoopStatus.objects.get().last_iteration_at > old
+    finally:
+        slot_loop.holding_lease.clear()
