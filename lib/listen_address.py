@@ -22,7 +22,8 @@ def parse_bind(bind: str) -> tuple[str, int]:
     """``(host, port)`` of ``HOST:PORT`` (``[::1]:PORT`` for IPv6). Raises ``ValueError``
     naming what is wrong."""
     host, colon, port = bind.rpartition(":")
-    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    # ASCII digits only: ``int`` reads "٧٥٢٢" as 7522, and the address said would not be the one bound.
+    if not colon or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ValueError(f"--bind {bind!r} must be HOST:PORT with a port from 1 to 65535, e.g. 127.0.0.1:7522")
     return host.removeprefix("[").removesuffix("]"), int(port)
 

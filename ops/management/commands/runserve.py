@@ -140,6 +140,8 @@ class Command(BaseCommand):
             raise
         finally:
             self.listener.close()  # gunicorn holds it now (or nobody: the start failed)
+        if self.stopping:  # a stop signal came during the start: it is stopped, not served
+            raise SystemExit(self.supervise(children))
         logger.info(
             "serving on http://%s/ (the dashboard: /dashboard/; pending proposals: "
             "/admin/runtime/proposal/?status__exact=pending); Ctrl-C stops", options["bind"],
@@ -257,6 +259,8 @@ class Command(BaseCommand):
                 "--graceful-timeout", "10",
                 "--access-logfile", "-",
                 "--logger-class", GUNICORN_LOGGER,
+                # gunicorn's own lines (its error log) at the runtime's level, FACTORY_LOG_LEVEL.
+                "--log-level", logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower(),
                 # One control socket per user would clash between two runtimes on one host.
                 "--no-control-socket",
             ],
