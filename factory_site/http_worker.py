@@ -196,14 +196,17 @@ class ReadDeadlineThreadWorker(BalancedAccept, ThreadWorker):
         self.serve_sharing(super().init_process)
 
     def run(self):
-        """gthread's ``run``, which ends the process (``sys.exit``); then the row goes."""
+        """gthread's ``run``, which ends the process (``sys.exit``); then the row goes, unless
+        the arbiter died (it was killed: the worker ends at once, as the rest of its server did,
+        and gives the listening socket back; its row ages out)."""
         from ops.process_rows import FORGET_SECONDS
 
         try:
             super().run()
         finally:
-            self.row_stop.set()
-            self.row.join(FORGET_SECONDS)
+            if os.getppid() == self.ppid:
+                self.row_stop.set()
+                self.row.join(FORGET_SECONDS)
 
     def wait_for_and_dispatch_events(self, timeout):
         if not self.nr_conns:
