@@ -66,9 +66,10 @@ class LocalTimes:
 def localized_output(command, options: dict) -> Iterator[None]:
     """Within the block, when ``--local`` was given (and not ``--json``), ``command.stdout`` is a
     ``LocalTimes`` and every table's cells are shown in the zone before they are measured (its
-    columns stay aligned). Raises ``CommandError`` (exit 2) for a zone this host does not know."""
+    columns stay aligned). Raises ``CommandError`` (exit 2) for a zone this host does not know,
+    with ``--json`` too."""
     wanted = options.get("local")
-    if wanted is None or options.get("json"):
+    if wanted is None:
         yield
         return
     try:
@@ -76,6 +77,9 @@ def localized_output(command, options: dict) -> Iterator[None]:
     except (ZoneInfoNotFoundError, ValueError):
         raise CommandError(f"--local {wanted!r}: not a time zone this host knows (an IANA name: Europe/Budapest)",
                            returncode=2) from None
+    if options.get("json"):  # JSON keeps UTC instants; the zone was still checked
+        yield
+        return
     plain, command.stdout = command.stdout, LocalTimes(command.stdout, zone)
     try:
         with cells_shown_as(lambda cell: localize_text(cell, zone)):

@@ -34,6 +34,16 @@ def test_an_unknown_zone_is_refused():
     assert str(caught.value) == "--local 'Mars/Olympus': not a time zone this host knows (an IANA name: Europe/Budapest)"
 
 
+@pytest.mark.parametrize("command", [("runs", "--json"), ("doctor",), ("doctor", "--json"), ("events", "--json")])
+def test_an_unknown_zone_is_refused_beside_json_too(registry_files, command):
+    """JSON keeps UTC instants, but a zone that does not exist is bad input all the same (exit 2)."""
+    with pytest.raises(CommandError) as caught:
+        call_command(*command, "--local", "Mars/Olympus", stdout=StringIO())
+    assert (str(caught.value), caught.value.returncode) == (
+        "--local 'Mars/Olympus': not a time zone this host knows (an IANA name: Europe/Budapest)", 2,
+    )
+
+
 def columns(table: str) -> list[list[int]]:
     """Where each cell of each line starts: after two or more spaces, or at the line's start."""
     import re

@@ -51,10 +51,10 @@ class Command(BaseCommand):
                 "detail": f"{exc.__class__.__name__}: {exc}; is the database reachable and migrated (manage.py migrate)?",
             }
         as_text = options["text"] or (not options["json"] and self.stdout.isatty())
-        if as_text:
-            with localized_output(self, {"local": options["local"]}):
+        with localized_output(self, {"local": options["local"], "json": not as_text}):
+            if as_text:
                 self.stdout.write("\n".join(doctor_lines(document, now)))
-        else:
-            self.stdout.write(json.dumps({"version": settings.PRODUCT_VERSION, **document}, indent=2))
+            else:
+                self.stdout.write(json.dumps({"version": settings.PRODUCT_VERSION, **document}, indent=2))
         if not document["ok"]:
             sys.exit(EXIT_ANOMALY)
