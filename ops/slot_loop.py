@@ -86,11 +86,13 @@ SHARED_CHECK_SECONDS = 0.5
 RECORDED_RECENTLY_SECONDS = 1.5
 
 
-def plan_iteration() -> IterationReport:
+def plan_iteration(lease: EmitterLease) -> IterationReport:
     """The planning thread's iteration (``run_slot_loop``): ``iterate(ticks=False)`` at the
     database's instant, read in the statement that asks the backlog's questions. The registry
     is looked at unless the tick thread just did (``SHARED_CHECK_SECONDS``); the doctor's row
-    is written, while this process's tick thread holds the lease (``holding_lease``), when the
+    is written, while this process's tick thread holds ``lease`` (its ``held``: another process's
+    planning thread recording it would hide a holder whose seconds fail or hang, docs/design.md
+    §11), when the
     iteration published or planned, or when no iteration was recorded by this process in the
     last ``RECORDED_RECENTLY_SECONDS``, but never while the tick thread fails (``ticks_failing``). Its
     idle iteration is one statement, made only when the tick thread's word does not already
@@ -101,7 +103,7 @@ def plan_iteration() -> IterationReport:
     now, waiting = backlog_now()
     published = publish_outbox(now=now, registry=registry) if waiting.outbox else 0
     planned = plan_in_steps(now=now, registry=registry) if waiting.events or published else 0
-    recording = holding_lease.is_set() and not ticks_failing.is_set()
+    recording = lease.held and not ticks_failing.is_set()
     if recording and (published or planned or recorded_ago() > RECORDED_RECENTLY_SECONDS):
         record_iteration(now, seconds=time.monotonic() - started)
     return IterationReport([], planned, published)
@@ -133,11 +135,6 @@ PLAN_STEP = 250
 #: e.g. a chunk of ticks refused): no thread of the process records an iteration then, so the
 #: doctor's ``slotLoopStale`` says the clock is not turning (docs/design.md §11).
 ticks_failing = threading.Event()
-#: Set while this process's tick thread holds the tick emitter's lease: only then does its
-#: planning thread record iterations in the doctor's row, which says whether the clock turns
-#: (``slotLoopStale``). Another process's planning thread recording it would hide a holder whose
-#: seconds fail or hang (docs/design.md §11).
-holding_lease = threading.Event()
 #: Set while this process's tick thread emits: planning waits between its steps, so on
 #: SQLite (one writer at a time) the ticks do not queue behind a planning backlog.
 emitting = threading.Event()
@@ -174,10 +171,8 @@ def emit_once(lease: EmitterLease) -> list[TickReport] | None:
     try:
         asked = _hold_and_ask(lease, started)
         if asked is None:
-            holding_lease.clear()
             planner_word.tell(None)
             return None
-        holding_lease.set()
         now, registry, idle, waiting = asked
         latest = [now]
 
@@ -241,14 +236,12 @@ def run_tick_emitter(*, stop: threading.Event, lease: EmitterLease, failed: thre
         with bound_frozen_transactions():
             tick_until(stop, lease, failures)
         planner_word.tell(None)  # stopping: the planning thread no longer waits on this one
-        holding_lease.clear()
         close_old_connections()
         lease.release(clock.database_now())
     except Exception:
         logger.exception("the tick thread failed; stopping the slot loop", extra={"action": "tick_emitter_failed"})
         failed.set()
         stop.set()
-        holding_lease.clear()
         planner_word.tell(None)  # wakes the planning thread to see the stop
     finally:
         connections.close_all()
@@ -278,11 +271,11 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
     thread. Returns False when the tick thread failed."""
     logger.info("slot loop started", extra={"action": "slot_loop_started"})
     failed = threading.Event()
-    emitter = None
+    emitter, lease = None, EmitterLease()
     planner_word.tell(None)  # no word yet from this loop's tick thread
     if not once:
         emitter = threading.Thread(
-            target=run_tick_emitter, kwargs={"stop": stop, "lease": EmitterLease(), "failed": failed},
+            target=run_tick_emitter, kwargs={"stop": stop, "lease": lease, "failed": failed},
             name="tick-emitter", daemon=True,
         )
         emitter.start()
@@ -295,7 +288,7 @@ def run_slot_loop(*, stop: threading.Event, once: bool = False) -> bool:
                 if once:
                     step_on_connection(lambda: iterate(now=clock.database_now()))
                 else:
-                    step_on_connection(plan_iteration)
+                    step_on_connection(plan_iteration, lease)
             except DATABASE_ERRORS as exc:
                 failures.failed(exc)
             else:

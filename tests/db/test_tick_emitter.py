@@ -257,7 +257,7 @@ def test_no_thread_records_an_iteration_while_the_tick_threads_seconds_fail(regi
     slot_loop.ticks_failing.set()
     try:
         assert emit_once(lease) == []
-        slot_loop.plan_iteration()
+        slot_loop.plan_iteration(lease)
         assert recorded() is False
     finally:
         slot_loop.ticks_failing.clear()
@@ -265,7 +265,7 @@ def test_no_thread_records_an_iteration_while_the_tick_threads_seconds_fail(regi
     assert recorded() is True
     SlotLoopStatus.objects.update(last_iteration_at=old)
     monkeypatch.setattr(loop_status, "_recorded", [float("-inf")])
-    slot_loop.plan_iteration()
+    slot_loop.plan_iteration(lease)
     assert recorded() is True
 
 
@@ -280,16 +280,11 @@ def test_a_process_that_does_not_hold_the_lease_records_no_iteration(registry_fi
     old = database_now() - timedelta(seconds=30)
     SlotLoopStatus.objects.update(last_iteration_at=old)
     monkeypatch.setattr(loop_status, "_recorded", [float("-inf")])  # nothing recorded by this process
-    try:
-        assert emit_once(other) is None  # the lease is host-a's
-        assert slot_loop.holding_lease.is_set() is False
-        slot_loop.plan_iteration()
-        assert SlotLoopStatus.objects.get().last_iteration_at == old
-        assert emit_once(holder) == []
-        assert slot_loop.holding_lease.is_set() is True
-        SlotLoopStatus.objects.update(last_iteration_at=old)
-        monkeypatch.setattr(loop_status, "_recorded", [float("-inf")])
-        slot_loop.plan_iteration()
-        assert SlotLoopStatus.objects.get().last_iteration_at > old
-    finally:
-        slot_loop.holding_lease.clear()
+    assert emit_once(other) is None  # the lease is host-a's
+    slot_loop.plan_iteration(other)
+    assert SlotLoopStatus.objects.get().last_iteration_at == old
+    assert emit_once(holder) == []
+    SlotLoopStatus.objects.update(last_iteration_at=old)
+    monkeypatch.setattr(loop_status, "_recorded", [float("-inf")])
+    slot_loop.plan_iteration(holder)
+    assert SlotLoopStatus.objects.get().last_iteration_at > old

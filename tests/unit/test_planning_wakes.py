@@ -26,7 +26,7 @@ def test_the_planning_thread_sleeps_while_the_word_says_nothing_and_a_word_of_wo
     looks = []
     monkeypatch.setattr(slot_loop, "planner_word", word)
     monkeypatch.setattr(slot_loop, "run_tick_emitter", lambda **kwargs: None)  # the test is the tick thread
-    monkeypatch.setattr(slot_loop, "step_on_connection", looks.append)
+    monkeypatch.setattr(slot_loop, "step_on_connection", lambda step, *args: looks.append(step))
     monkeypatch.setattr(slot_loop, "to_next_second", lambda: 0.05)
     stop = threading.Event()
     planner = threading.Thread(target=slot_loop.run_slot_loop, kwargs={"stop": stop}, daemon=True)
