@@ -20,6 +20,7 @@ from lib.json_schema import validator_for
 from lib.json_text import canonical_json
 from lib.refusals import Refused
 from runtime.models import DOOR_ACTOR, Door, Event, JournalEntry
+from runtime.prepared import prepared_cursor
 from runtime.registry import Registry, get_registry
 
 from .bulk_rows import recordset, stored_instant
@@ -302,7 +303,7 @@ def _insert_journaled(rows: list[tuple], door: Door, now: datetime, actor_name: 
         f"FROM n ORDER BY n.id) "
         f"SELECT id, uid FROM n"
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [*params, now, DOOR_ACTOR[door].value, actor_name, Door.SCHEDULE.value])
         return {uid: pk for pk, uid in cursor.fetchall()}
 

@@ -20,6 +20,8 @@ from datetime import datetime
 
 from django.db import connection, models
 
+from runtime.prepared import prepared_cursor
+
 
 def _as_json(value):
     if isinstance(value, datetime):
@@ -121,7 +123,7 @@ def insert_rows(model, rows: list[dict], *, key: str) -> dict:
     tail = f" RETURNING {quote(model._meta.pk.column)}, {quote(model._meta.get_field(key).column)}"
     size = INSERT_ROWS if postgres else max(1, min(INSERT_ROWS, _sqlite_variable_limit() // len(columns)))
     ids = {}
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         for first in range(0, len(rows), size):
             chunk = []
             for row in rows[first:first + size]:

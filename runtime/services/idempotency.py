@@ -14,6 +14,7 @@ from datetime import datetime
 from django.db import connection
 
 from runtime.models import Actor, Event, Proposal, Run, RunStatus
+from runtime.prepared import prepared_cursor
 from runtime.registry import Definition, Registry, get_registry
 from runtime.registry.keys import render_key
 
@@ -62,7 +63,7 @@ def held_keys(keys: set[str]) -> set[str]:
     among, params = one_of(quote("idempotency_key"), sorted(keys))
     sql = (f"SELECT {quote('idempotency_key')} FROM {quote(Proposal._meta.db_table)} "
            f"WHERE {among} AND {quote('key_released_at')} IS NULL")
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         return {row[0] for row in cursor.fetchall()}
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from django.db import connection
 
 from runtime.models import Actor, Event, JournalEntry, Proposal, Run
+from runtime.prepared import prepared_cursor
 
 from .bulk_rows import backend_vendor, recordset, stored_instant
 
@@ -123,7 +124,7 @@ def record_values(rows: list[tuple]) -> int:
     table = JournalEntry._meta.db_table
     head = f"INSERT INTO {quote(table)} ({', '.join(quote(column) for column in COLUMNS)}) "
     size = _chunk_rows()
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         for first in range(0, len(rows), size):
             chunk = rows[first:first + size]
             if connection.vendor == "postgresql":

@@ -31,6 +31,7 @@ from runtime.models import (
     ProposalStatus,
     Run,
 )
+from runtime.prepared import prepared_cursor
 from runtime.registry import Definition, Loop, Registry, get_registry
 
 from .bulk_rows import one_of
@@ -113,7 +114,7 @@ def singletons_in_flight(keys) -> set[str]:
     if not keys:
         return set()
     sql, params = singleton_in_flight_query(keys)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         return {row[0] for row in cursor.fetchall()}
 

@@ -36,6 +36,7 @@ from datetime import datetime
 from django.db import IntegrityError, connection, transaction
 
 from runtime.models import DOOR_ACTOR, Door, Event, PlanningOutcome, Proposal, Run
+from runtime.prepared import prepared_cursor
 
 from .bulk_rows import backend_vendor, insert_rows, stored_instant
 from .idempotency import held_keys
@@ -206,7 +207,7 @@ def _record_outcomes(decided: list[tuple[ClaimedEvent, Decision]], now: datetime
             f"WHERE {table}.{quote('id')} = v.column1 AND {table}.{quote('planned_at')} IS NULL"
         )
         params = [value for row in rows for value in row]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [stored_instant(now), *params])
         if cursor.rowcount != len(rows):
             raise ChunkLost

@@ -16,6 +16,7 @@ import json
 from django.db import connection
 
 from runtime.models import Door, Event
+from runtime.prepared import prepared_cursor
 
 from .bulk_rows import instant_reader, one_of
 
@@ -75,7 +76,7 @@ def claim_chunk(size: int) -> list[ClaimedEvent]:
         f"SELECT {', '.join(quote(name) for name in PLANNED_FROM)} FROM {quote(Event._meta.db_table)} "
         f"WHERE {quote('planned_at')} IS NULL ORDER BY {quote('id')} LIMIT %s{locked}"
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(CHUNK_SETTINGS)
         cursor.execute(sql, [size])
@@ -127,6 +128,6 @@ def _older_unplanned(events: list[ClaimedEvent]) -> list[tuple]:
         f"SELECT {quote('id')}, {quote('correlation_id')}, {quote('door')}, {quote('loop')}, {quote('loop_key')} "
         f"FROM {quote(Event._meta.db_table)} WHERE {quote('planned_at')} IS NULL AND {quote('id')} < %s AND {outside}"
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [ids[-1], *params])
         return cursor.fetchall()

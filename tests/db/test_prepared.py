@@ -1,16 +1,24 @@
-"""The idle iteration's statements are prepared once per PostgreSQL connection, and their
-generic plans read one end of an index, not every state (runtime.prepared; docs/performance.md)."""
+"""The idle iteration's, the doors' and planning's statements are prepared once per PostgreSQL
+connection, and the idle check's generic plans read one end of an index, not every state
+(runtime.prepared; docs/performance.md)."""
+
+from collections import Counter
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
+from intake.door_admission import write_admissions
+from runtime.models import Door, Proposal
 from runtime.prepared import prepared_cursor
 from runtime.registry import get_registry
+from runtime.services import planning_batch
 from schedules.due_check import check_idle, idle_columns
 from schedules.repair import future_limit
 from schedules.state import SYNC_NAME, loops_fingerprint
 from schedules.ticks import keyed_loops
 from tests.conftest import at
+from tests.events_door import envelope
+from tests.helpers import inject
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +46,48 @@ def test_the_idle_check_is_prepared_once_and_then_executed():
     sql = "SELECT " + idle_columns(tuple(keyed_loops(get_registry())))[0]
     executions = [count for statement, count in prepared_statements().items() if statement.startswith(sql[:60])]
     assert executions == [4]
+
+
+def executions_by_start() -> Counter:
+    """Executions of this connection's prepared statements, by their first 40 characters."""
+    counts = Counter()
+    for statement, count in prepared_statements().items():
+        counts[statement[:40]] += count
+    return counts
+
+
+@postgres_only
+def test_a_door_groups_insert_is_prepared_once_whatever_the_groups_size():
+    before = executions_by_start()
+    for n, size in enumerate((1, 3, 2)):
+        with transaction.atomic():
+            write_admissions([(envelope(eventId=f"prepared-{n}-{m}"), Door.EVENTS) for m in range(size)])
+    executed = executions_by_start() - before
+    assert executed['WITH n AS (INSERT INTO "runtime_event" ('] == 3
+
+
+@postgres_only
+def test_a_planning_chunks_statements_are_prepared_and_executed_again_by_the_next_chunk(registry_files):
+    for n in range(4):
+        inject(f"triage-{n}", "factory.triage.requested", {"repo": "alpha"})
+    before = executions_by_start()
+    registry = get_registry()
+    assert [planning_batch.plan_batch(now=NOW, registry=registry, size=2) for _ in range(3)] == [2, 2, 0]
+    assert Proposal.objects.count() == 4
+    executed = executions_by_start() - before
+    assert {statement: executed[statement] for statement in (
+        'SELECT "id", "uid", "type", "door", "loo',          # the claim (the third finds none)
+        'SELECT "idempotency_key" FROM "runtime_p',          # the held keys
+        'INSERT INTO "runtime_proposal" ("event_i',          # the proposals
+        'INSERT INTO "runtime_journalentry" ("at"',          # their journal entries
+        'UPDATE "runtime_event" SET "planned_at" ',          # the events' outcomes
+    )} == {
+        'SELECT "id", "uid", "type", "door", "loo': 3,
+        'SELECT "idempotency_key" FROM "runtime_p': 2,
+        'INSERT INTO "runtime_proposal" ("event_i': 2,
+        'INSERT INTO "runtime_journalentry" ("at"': 2,
+        'UPDATE "runtime_event" SET "planned_at" ': 2,
+    }
 
 
 @postgres_only
