@@ -82,7 +82,9 @@ def decode_json(raw: bytes | str):
     except ValueError as exc:
         # JSONDecodeError, a NaN/Infinity constant, a number too large.
         raise InvalidJson(f"the body is not JSON: {exc}") from None
-    if _depth(document) > MAX_JSON_DEPTH:
+    # Every container opens with "[" or "{" in the text, so their count bounds the depth: a
+    # document of at most MAX_JSON_DEPTH of them (an envelope has a handful) needs no walk.
+    if text.count("{") + text.count("[") > MAX_JSON_DEPTH and _depth(document) > MAX_JSON_DEPTH:
         raise InvalidJson(f"the JSON nests deeper than {MAX_JSON_DEPTH} levels")
     return document
 

@@ -96,6 +96,19 @@ def test_nesting_past_pythons_recursion_limit_is_refused_in_the_same_words():
     assert detail("[" * 100_000 + "]" * 100_000) == "the JSON nests deeper than 64 levels"
 
 
+def test_brackets_in_strings_count_toward_the_walk_but_not_toward_the_depth(monkeypatch):
+    import lib.json_text
+
+    walks = []
+    real = lib.json_text._depth
+    monkeypatch.setattr(lib.json_text, "_depth", lambda document: walks.append(1) or real(document))
+    assert decode_json('{"a": [1, {"b": "{[{["}]}') == {"a": [1, {"b": "{[{["}]}
+    assert walks == []  # 7 brackets: the document cannot nest deeper than 7
+    shallow = '{"text": "' + "[" * 100 + '"}'
+    assert decode_json(shallow) == {"text": "[" * 100}
+    assert walks == [1]  # 101 brackets: walked, 1 level deep, kept
+
+
 def test_depth_counts_containers_not_scalars():
     assert [_depth(d) for d in (5, "s", None, [], {}, [1, [2]], {"a": [1, {"b": {}}], "c": 1}, [[], [[[]]], {}])] == [
         0, 0, 0, 1, 1, 2, 4, 4,
