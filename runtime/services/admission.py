@@ -99,6 +99,8 @@ def _unstorable_text(document) -> str | None:
         elif isinstance(node, str):
             if "\x00" in node:
                 return "a string contains U+0000 (NUL), which cannot be stored"
+            if node.isascii():  # no surrogate, and no copy made to find out
+                continue
             try:
                 node.encode("utf-8")
             except UnicodeEncodeError:
