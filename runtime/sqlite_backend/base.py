@@ -11,8 +11,9 @@ Here every transaction (``BEGIN IMMEDIATE``: ``transaction_mode`` in the setting
 takes its **write turn**: an exclusive ``flock`` on ``<database>-writers.lock`` beside the
 database file, held until the commit, the rollback or the connection's close. A writer
 waiting for its turn sleeps in the kernel and wakes when the turn is given back, so the
-lock passes from writer to writer without a sleeping gap. The kernel drops the turn of a
-process that dies.
+lock passes from writer to writer without a sleeping gap (``flock`` takes no time-out, so the
+connection's waiter thread waits in it: ``runtime.sqlite_backend.turn``). The kernel drops the
+turn of a process that dies.
 
 The wait is bounded as SQLite's is: a transaction that has not had its turn within the
 connection's busy time-out (``FACTORY_SQLITE_BUSY_TIMEOUT_SECONDS``, default 30) fails with
@@ -23,15 +24,13 @@ shell), still meets SQLite's busy handler and the same time-out.
 An in-memory database (the test suite's) has one connection and no file: no turn.
 """
 
-import fcntl
 import os
-import threading
-import weakref
 
 from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
 from .cursor import RememberingCursor
+from .turn import TurnFile
 
 #: Beside the database file, as SQLite's own ``-wal`` and ``-shm``.
 TURN_SUFFIX = "-writers.lock"
@@ -47,55 +46,6 @@ def database_mode(name) -> int:
         return os.stat(name).st_mode & 0o666
     except OSError:
         return 0o600
-
-
-class TurnFile:
-    """One connection's open lock file: a ``flock`` belongs to the open file, so two
-    connections of one process exclude each other as two processes do. Closed with the
-    connection, or when the connection is dropped unclosed (a thread that ends without
-    closing its connection)."""
-
-    def __init__(self, path: str, mode: int = 0o600):
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
-        self.pid = os.getpid()
-        self.close = weakref.finalize(self, os.close, self.fd)
-
-    def take(self, timeout: float) -> bool:
-        """Take the turn within ``timeout`` seconds; False when it was not given.
-
-        Free, it is taken at once. Otherwise a thread waits for it in ``flock`` (which no
-        time-out can interrupt) while this one waits at most ``timeout`` for that thread; a
-        turn that comes after the caller gave up is given back and this file closed by that
-        thread, so the caller must not use this file again after a False."""
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            pass
-        given = threading.Event()
-        settle = threading.Lock()
-        abandoned = []
-
-        def wait_in_kernel():
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-            with settle:
-                if not abandoned:
-                    given.set()
-                    return
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            self.close()
-
-        threading.Thread(target=wait_in_kernel, name="sqlite-write-turn", daemon=True).start()
-        if given.wait(timeout):
-            return True
-        with settle:
-            if given.is_set():
-                return True
-            abandoned.append(True)
-        return False
-
-    def give_back(self) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -153,7 +103,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self._turn = TurnFile(path, database_mode(self.settings_dict["NAME"]))
         timeout = float(self.settings_dict["OPTIONS"].get("timeout", DEFAULT_TIMEOUT_SECONDS))
         if not self._turn.take(timeout):
-            self._turn = None  # the waiting thread closes it
+            self._turn.close()  # at once, or by its waiter once the turn it still waits for comes
+            self._turn = None
             raise OperationalError(
                 f"database is locked: no write turn within {timeout:g} s; another transaction has held "
                 f"{path} all that time (FACTORY_SQLITE_BUSY_TIMEOUT_SECONDS)"
