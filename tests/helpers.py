@@ -1,8 +1,9 @@
 """Small helpers the tests share: the slot loop at a named instant, the worker's queue, the preview
 threads' queue, injected events, many loops at once, the keyed example's customers, a ship-apply
-request and a factory root with stale claims."""
+request, a factory root with stale claims and the copies of a file this process holds open."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 from unittest import mock
@@ -140,4 +141,15 @@ def run_previews(instant: str, worker: str = "test-worker") -> int:
     with mock.patch("runtime.services.preview_execution.database_now", lambda: at(instant)):
         while preview_one(worker=worker):
             count += 1
+    return count
+
+
+def open_copies(path) -> int:
+    """How many of this process's file descriptors are open on ``path`` (Linux ``/proc``)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+        except OSError:
+            pass
     return count

@@ -14,6 +14,7 @@ import pytest
 from django.db import OperationalError, connections, transaction
 
 from runtime.sqlite_backend.base import TURN_SUFFIX, DatabaseWrapper
+from tests.helpers import open_copies
 
 TIMEOUT = 10
 
@@ -154,14 +155,7 @@ def test_the_turn_is_given_back_at_rollback_and_close_and_when_begin_fails(datab
 
 
 def lock_files_open(path: Path) -> int:
-    target = str(path) + TURN_SUFFIX
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink(f"/proc/self/fd/{fd}") == target
-        except OSError:
-            pass
-    return count
+    return open_copies(str(path) + TURN_SUFFIX)
 
 
 def test_a_connection_dropped_without_closing_closes_its_lock_file(database):

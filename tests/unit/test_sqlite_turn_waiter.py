@@ -11,6 +11,7 @@ import time
 import pytest
 
 from runtime.sqlite_backend.turn import TurnFile
+from tests.helpers import open_copies
 
 TIMEOUT = 10
 
@@ -18,16 +19,6 @@ TIMEOUT = 10
 @pytest.fixture
 def path(tmp_path) -> str:
     return str(tmp_path / "db.sqlite3-writers.lock")
-
-
-def open_copies(path: str) -> int:
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink(f"/proc/self/fd/{fd}") == path
-        except OSError:
-            pass
-    return count
 
 
 def held(path: str) -> bool:
