@@ -31,7 +31,12 @@ answer of both: the server's processes (read from ``/proc``) + the load generato
 
     .venv/bin/python bench/intake_bench.py [--clients 8 32] [--requests 4000] [--duplicates 0 0.5]
         [--database-url postgres://postgres@127.0.0.1:5432/bench_intake] [--no-sqlite] [--conn-max-age 0]
-        [--http-workers 2] [--warmup 1000] [--no-floor] [--no-statements]
+        [--http-workers 2] [--warmup 1000] [--no-floor] [--no-statements] [--repeat 4]
+
+``--repeat N`` runs each client count and duplicate fraction N times in a row on the same
+server, each run between two floor runs, and adds a table of the median and range of door ÷
+floor: on this shared host one run moves by a quarter from the next, and a change worth a few
+per cent shows only in the median of several (docs/performance.md, "Signed intake").
 
 **Statements per operation** (issue 29): before each server starts, ``bench/statements.py door``
 counts in-process, in the same environment, the statements and round trips of a signed
@@ -40,10 +45,12 @@ admissions; a second table prints them (``--no-statements`` skips it).
 """
 
 import argparse
+import itertools
 import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -98,6 +105,22 @@ def percent(ratio: float | None) -> str:
     return "—" if ratio is None else f"{ratio:.0%}"
 
 
+def summary_rows(ratios: dict[tuple, list[float]]) -> list[list]:
+    """One row per ``(database, clients, duplicates)`` run more than once: the runs, the median
+    and the range of their door ÷ floor ratios (a run without a floor has none)."""
+    rows = []
+    for (database, clients, duplicates), runs in ratios.items():
+        if len(runs) > 1:
+            ordered = sorted(runs)
+            rows.append([database, clients, duplicates, len(runs), percent(statistics.median(ordered)),
+                         f"{percent(ordered[0])}–{percent(ordered[-1])}"])
+    return rows
+
+
+#: The columns of ``summary_rows``' table.
+SUMMARY_HEADERS = ["database", "clients", "duplicates", "runs", "median door ÷ floor", "range"]
+
+
 def start_floor(args) -> tuple[subprocess.Popen, int]:
     """``bench/floor_app.py`` on a free loopback port, ``--http-workers`` × 16 threads, once it answers."""
     port = free_port()
@@ -145,6 +168,8 @@ def door_statements(env: dict) -> dict:
 
 #: The statement counts' rows of every database this invocation served (``door_statements``).
 statement_rows: list[list] = []
+#: Each run's door ÷ floor ratio, by ``(database, clients, duplicates)``, for ``summary_rows``.
+ratios: dict[tuple, list[float]] = {}
 
 
 def load(port: int, clients: int, requests: int, duplicates: float) -> dict:
@@ -235,33 +260,37 @@ def serve_and_load(database_url: str | None, args, floor: subprocess.Popen | Non
         wait_listening(port, server)
         if args.warmup:
             load(port, max(args.clients), args.warmup, 0.0)
-        for clients in args.clients:
-            for duplicates in args.duplicates:
-                wait_planned(port)
-                load_average = os.getloadavg()[0]
-                before_floor = floor_run(floor, floor_port, clients, args.requests) if floor else None
-                server_before, database_before = cpu_seconds({server.pid}), cpu_seconds(database=database)
-                r = load(port, clients, args.requests, duplicates)
-                server_cpu = cpu_ms_per_answer(server_before, cpu_seconds({server.pid}), r["requests"])
-                database_cpu = cpu_ms_per_answer(database_before, cpu_seconds(database=database), r["requests"])
-                unplanned = planning_backlog(port)
-                if floor:
-                    wait_planned(port)  # the door's planning is not the floor's load
-                after_floor = floor_run(floor, floor_port, clients, args.requests) if floor else None
-                floors = [f for f in (before_floor, after_floor) if f]
-                generator = r["generatorCpu"] * 1000 / r["requests"]
-                rows.append([
-                    version, clients, f"{duplicates:.0%}", r["requests"], f"{r['perSecond']:.0f}",
-                    f"{r['admittedPerSecond']:.0f}",
-                    " / ".join(f"{f['perSecond']:.0f}" for f in floors) or "—",
-                    percent(floor_ratio(r["admittedPerSecond"], [f["perSecond"] for f in floors])),
-                    f"{r['p99']:.1f}", " / ".join(f"{f['p99']:.1f}" for f in floors) or "—",
-                    f"{server_cpu:.2f}" + (f" + {database_cpu:.2f}" if database else "") + f" + {generator:.2f}",
-                    " / ".join(f"{f['serverCpu']:.2f} + {f['generatorCpu'] * 1000 / f['requests']:.2f}" for f in floors)
-                    or "—",
-                    unplanned, f"{load_average:.2f}",
-                    " ".join(f"{k}:{v}" for k, v in sorted(r["statuses"].items())),
-                ])
+        # --repeat runs each pair again at once, on the same server: the host's speed moves by
+        # half within an hour, and the median of several runs says more than any one.
+        for clients, duplicates, _ in itertools.product(args.clients, args.duplicates, range(args.repeat)):
+            wait_planned(port)
+            load_average = os.getloadavg()[0]
+            before_floor = floor_run(floor, floor_port, clients, args.requests) if floor else None
+            server_before, database_before = cpu_seconds({server.pid}), cpu_seconds(database=database)
+            r = load(port, clients, args.requests, duplicates)
+            server_cpu = cpu_ms_per_answer(server_before, cpu_seconds({server.pid}), r["requests"])
+            database_cpu = cpu_ms_per_answer(database_before, cpu_seconds(database=database), r["requests"])
+            unplanned = planning_backlog(port)
+            if floor:
+                wait_planned(port)  # the door's planning is not the floor's load
+            after_floor = floor_run(floor, floor_port, clients, args.requests) if floor else None
+            floors = [f for f in (before_floor, after_floor) if f]
+            generator = r["generatorCpu"] * 1000 / r["requests"]
+            ratio = floor_ratio(r["admittedPerSecond"], [f["perSecond"] for f in floors])
+            if ratio is not None:
+                ratios.setdefault((version, clients, f"{duplicates:.0%}"), []).append(ratio)
+            rows.append([
+                version, clients, f"{duplicates:.0%}", r["requests"], f"{r['perSecond']:.0f}",
+                f"{r['admittedPerSecond']:.0f}",
+                " / ".join(f"{f['perSecond']:.0f}" for f in floors) or "—",
+                percent(ratio),
+                f"{r['p99']:.1f}", " / ".join(f"{f['p99']:.1f}" for f in floors) or "—",
+                f"{server_cpu:.2f}" + (f" + {database_cpu:.2f}" if database else "") + f" + {generator:.2f}",
+                " / ".join(f"{f['serverCpu']:.2f} + {f['generatorCpu'] * 1000 / f['requests']:.2f}" for f in floors)
+                or "—",
+                unplanned, f"{load_average:.2f}",
+                " ".join(f"{k}:{v}" for k, v in sorted(r["statuses"].items())),
+            ])
     finally:
         stop(server)
         log.close()
@@ -289,11 +318,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="skip the floor (bench/floor_app.py) before and after each door run")
     parser.add_argument("--no-statements", action="store_true",
                         help="skip the count of statements per request and per group commit (bench/statements.py)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs of each client count and duplicate fraction, one after another; with more than "
+                             "one a second table gives the median and range of door ÷ floor (default 1)")
     parser.add_argument("--warmup", type=int, default=1000,
                         help="requests each server answers before the timed runs, not counted (default 1000; 0: none)")
     args = parser.parse_args(argv)
-    if min(args.clients) < 1 or args.requests < 1 or args.http_workers < 1:
-        parser.error("--clients, --requests and --http-workers must be at least 1")
+    if min(args.clients) < 1 or args.requests < 1 or args.http_workers < 1 or args.repeat < 1:
+        parser.error("--clients, --requests, --http-workers and --repeat must be at least 1")
     if not all(0 <= d < 1 for d in args.duplicates):
         parser.error("--duplicates are fractions from 0 up to (not including) 1")
     return args
@@ -310,6 +342,9 @@ def main(argv: list[str] | None = None) -> None:
         if floor:
             stop(floor)
     print(bench_env.table(HEADERS, rows))
+    if summary := summary_rows(ratios):
+        print("\nRuns repeated (--repeat): door ÷ floor")
+        print(bench_env.table(SUMMARY_HEADERS, summary))
     if statement_rows:
         print("\nStatements per operation (bench/statements.py: counted in-process, the server not running):")
         print(bench_env.table(statements.DOOR_HEADERS, statement_rows))

@@ -9,9 +9,8 @@ from bench import intake_bench
 
 def test_defaults_run_the_floor_around_8_and_32_clients_on_sqlite():
     args = intake_bench.parse_args([])
-    assert (args.clients, args.requests, args.duplicates, args.http_workers, args.no_floor, args.no_sqlite) == (
-        [8, 32], 4000, [0.0, 0.5], 2, False, False,
-    )
+    assert (args.clients, args.requests, args.duplicates, args.http_workers, args.no_floor, args.no_sqlite,
+            args.repeat) == ([8, 32], 4000, [0.0, 0.5], 2, False, False, 1)
     assert args.database_url is None
 
 
@@ -27,7 +26,7 @@ def test_no_floor_skips_it_and_the_rest_parses():
 @pytest.mark.parametrize(
     "argv",
     [["--clients", "0"], ["--requests", "0"], ["--http-workers", "0"], ["--duplicates", "1"], ["--duplicates", "-0.1"],
-     ["--clients", "many"]],
+     ["--clients", "many"], ["--repeat", "0"]],
 )
 def test_arguments_out_of_range_are_refused(argv):
     with pytest.raises(SystemExit):
@@ -54,3 +53,16 @@ def test_cpu_per_answer_is_milliseconds_of_the_difference_over_the_answers():
 def test_the_table_names_both_sides():
     headers = intake_bench.HEADERS
     assert {"door admitted/s", "floor answers/s", "door ÷ floor", "door p99 ms", "floor p99 ms", "load (1 min)"} <= set(headers)
+
+
+def test_repeated_runs_are_summed_up_by_their_median_and_range_and_single_runs_are_not():
+    ratios = {
+        ("SQLite 3.40.1", 32, "0%"): [0.47, 0.41, 0.55, 0.49],
+        ("SQLite 3.40.1", 8, "0%"): [0.60],
+        ("PostgreSQL 15.20", 32, "0%"): [0.38, 0.45, 0.35],
+    }
+    assert intake_bench.summary_rows(ratios) == [
+        ["SQLite 3.40.1", 32, "0%", 4, "48%", "41%–55%"],
+        ["PostgreSQL 15.20", 32, "0%", 3, "38%", "35%–45%"],
+    ]
+    assert intake_bench.summary_rows({}) == []
