@@ -109,6 +109,12 @@ class Command(BaseCommand):
             raise CommandError(f"{refusal}; nothing was started", returncode=EXIT_REFUSED)
         if options["demo"]:
             self.exec_demo(options)
+        self.stopping = False
+        # Handlers go in before any child exists, and before the address listens: a SIGTERM
+        # during start-up must stop the children, never kill the supervisor and orphan them,
+        # and whoever sees the address listening may stop it so.
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
         try:
             # Listening from here on: gunicorn accepts on this socket once it is up (lib.listen_address).
             self.listener = listen_on(options["bind"])
@@ -116,11 +122,6 @@ class Command(BaseCommand):
             raise CommandError(f"{exc}; nothing was started") from None
         except ValueError as exc:  # the address given cannot be read or bound here
             raise CommandError(f"{exc}; nothing was started", returncode=EXIT_REFUSED) from None
-        self.stopping = False
-        # Handlers go in before any child exists: a SIGTERM during start-up must stop
-        # the children, never kill the supervisor and orphan them.
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
         # Every child starts from the registry this process loads (runtime.registry.store).
         self.shared_dir = Path(tempfile.mkdtemp(prefix="factory-registry-"))
         self.env = {
