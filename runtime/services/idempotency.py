@@ -88,16 +88,31 @@ def release_idempotency_key(proposal: Proposal, *, reason: str, now: datetime, o
     return True
 
 
-def release_after_finish(run: Run, status: str, outcome: str, *, now: datetime, registry: Registry | None = None) -> bool:
-    """Release ``run``'s key when it finished ``failed``, or ``succeeded`` with an ``outcome``
-    its definition (in ``registry``, default the one in force) lists in ``releaseKeyOn`` —
-    unless it is a tick's: a slot is never admitted twice, so its key is never wanted again
-    and a sweep's every ``WAIT`` need not be journaled. Call inside the transaction that
-    records the run's end. True when released."""
+def key_release_after_finish(run: Run, status: str, outcome: str, *, registry: Registry | None = None) -> str | None:
+    """Why ``run``'s key is released when it finishes ``status`` with ``outcome`` — ``"failed"``,
+    or ``"outcome"`` for an outcome its definition (in ``registry``, default the one in force)
+    lists in ``releaseKeyOn`` — or None: kept, and always for a tick's succeeded run, whose
+    slot is never admitted twice, so its key is never wanted again and a sweep's every
+    ``WAIT`` need not be journaled."""
     if status == RunStatus.FAILED:
-        return release_idempotency_key(run.proposal, reason="failed", now=now)
+        return "failed"
     if run.loop is not None:
-        return False
+        return None
+    definition = (registry or get_registry()).definitions.get(run.definition)
+    if status == RunStatus.SUCCEEDED and definition is not None and outcome in definition.release_key_on:
+        return "outcome"
+    return None
+
+
+def release_after_finish(run: Run, status: str, outcome: str, *, now: datetime, registry: Registry | None = None) -> bool:
+    """Release ``run``'s key as ``key_release_after_finish`` says, journaled; call inside the
+    transaction that records the run's end. True when released."""
+    reason = key_release_after_finish(run, status, outcome, registry=registry)
+    if reason == "failed":
+        return release_idempotency_key(run.proposal, reason="failed", now=now)
+    if reason == "outcome":
+        return release_idempotency_key(run.proposal, reason="outcome", now=now, outcome=outcome)
+    return False
     definition = (registry or get_registry()).definitions.get(run.definition)
     if status == RunStatus.SUCCEEDED and definition is not None and outcome in definition.release_key_on:
         return release_idempotency_key(run.proposal, reason="outcome", now=now, outcome=outcome)

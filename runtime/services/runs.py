@@ -24,10 +24,11 @@ from runtime.registry import Registry, get_registry
 
 from .barriers import barrier_free_sql, lost_barrier_race
 from .chains import ChainBroken, chain_envelopes
-from .idempotency import release_after_finish, release_idempotency_key
+from .idempotency import key_release_after_finish, release_after_finish, release_idempotency_key
 from .journal import entry_values, record, record_values
 from .outbox import write_outbox
 from .queue import next_claimable, serve_lane
+from .run_statements import finish_in_one_statement, start_in_one_statement
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +144,14 @@ def _journal_claim(run: Run, worker: str, now: datetime) -> Run:
 
 
 def start_run(run: Run, *, worker: str, now: datetime) -> bool:
-    """``claimed → running``; False when the lease was lost in between."""
+    """``claimed → running`` at ``now``, journaled ``run_started`` with ``{worker, attempt}``;
+    False when the lease was lost in between.
+
+    On PostgreSQL one statement, prepared (the compare-and-swap and the entry:
+    ``run_statements``): one round trip instead of four (docs/performance.md, "Statements
+    per operation"); on SQLite the update and the entry in one transaction."""
+    if connection.vendor == "postgresql":
+        return start_in_one_statement(run, worker=worker, now=now)
     with transaction.atomic():
         if not Run.objects.filter(pk=run.pk, status=RunStatus.CLAIMED, worker=worker).update(
             status=RunStatus.RUNNING, started_at=now
@@ -163,7 +171,7 @@ def renew_lease(run_id: int, *, worker: str, now: datetime, lease_seconds: int) 
 
 
 def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, registry: Registry | None = None) -> bool:
-    """Record a command that finished: ``running → succeeded | failed`` (final either way).
+    """Record a command that finished at ``now``: ``running → succeeded | failed`` (final either way).
 
     A finished failure is never retried: a mutating command is not re-run because it
     failed (docs/design.md §8). A succeeded run's chain — the edges of ``(definition, outcome)``
@@ -174,18 +182,51 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
     leaves the run's status as its result says with reason ``chain_broken``, and is
     journaled as ``chain_broken``. A failed run, or one that succeeded with an outcome its
     definition lists in ``releaseKeyOn``, releases its idempotency key (docs/design.md §7.2).
-    Returns False when this worker no longer held the run.
+    On PostgreSQL a quiet finish — succeeded, chaining nothing, releasing no key — is one
+    statement (``run_statements``). Returns False when this worker no longer held the run.
     """
     status = RunStatus.SUCCEEDED if result.succeeded else RunStatus.FAILED
+    chaining = registry or get_registry()
+    chains = status == RunStatus.SUCCEEDED and bool(chaining.edges_for(run.definition, result.outcome))
+    quiet = not chains and status == RunStatus.SUCCEEDED and key_release_after_finish(
+        run, status, result.outcome, registry=chaining) is None
+    broken = None
+    if quiet and connection.vendor == "postgresql":
+        finished = finish_in_one_statement(run, result, worker=worker, now=now)
+    else:
+        finished, broken = _finish_recorded(run, result, status, chains, worker=worker, now=now, registry=chaining)
+    if not finished:
+        logger.warning(
+            "run %s finished after its lease was lost; result discarded", run.pk,
+            extra={"action": "run_result_discarded", "run": run.pk},
+        )
+        return False
+    logger.info(
+        "run %s %s: %s %s", run.pk, status, result.outcome, result.reason,
+        extra={"action": f"run_{status}", "run": run.pk},
+    )
+    if broken:
+        logger.error(
+            "run %s (%s %s): chain broken, nothing emitted: %s", run.pk, run.definition, result.outcome, broken,
+            extra={"action": "chain_broken", "run": run.pk},
+        )
+    return True
+
+
+def _finish_recorded(run: Run, result: RunResult, status: str, chains: bool, *, worker: str, now: datetime,
+                     registry: Registry) -> tuple[bool, ChainBroken | None]:
+    """``finish_run`` through the ORM: the chain resolved (the run's event read only when it
+    chains), then the run's end, its entries, the key's release and the outbox rows in one
+    transaction. ``(False, None)`` when the lease was lost, else ``(True, the chain's
+    ChainBroken or None)``."""
     envelopes: list[dict] = []
     broken: ChainBroken | None = None
-    chaining = registry or get_registry()
-    if status == RunStatus.SUCCEEDED and chaining.edges_for(run.definition, result.outcome):
-        event = Event.objects.get(pk=run.event_id)  # read only for a run whose outcome chains
+    if chains:
+        event = Event.objects.get(pk=run.event_id)
         try:
             envelopes = chain_envelopes(
                 run, event, outcome=result.outcome, summary=result.summary, data=result.data,
-                registry=chaining, now=now,
+                registry=registry, now=now,
             )
         except ChainBroken as exc:
             broken = exc
@@ -201,11 +242,7 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
             exit_code=result.exit_code,
             stdout_path=result.stdout_path,
         ):
-            logger.warning(
-                "run %s finished after its lease was lost; result discarded", run.pk,
-                extra={"action": "run_result_discarded", "run": run.pk},
-            )
-            return False
+            return False, None
         record(
             f"run_{status}", Actor.SYSTEM, at=now, run=run,
             data={"outcome": result.outcome, "reason": result.reason, "exitCode": result.exit_code, **result.extra},
@@ -214,16 +251,7 @@ def finish_run(run: Run, result: RunResult, *, worker: str, now: datetime, regis
             record("chain_broken", Actor.CHAIN, at=now, run=run, data={"outcome": result.outcome, "problems": broken.problems})
         release_after_finish(run, status, result.outcome, now=now, registry=registry)
         write_outbox(run, envelopes, now=now)
-    logger.info(
-        "run %s %s: %s %s", run.pk, status, result.outcome, result.reason,
-        extra={"action": f"run_{status}", "run": run.pk},
-    )
-    if broken:
-        logger.error(
-            "run %s (%s %s): chain broken, nothing emitted: %s", run.pk, run.definition, result.outcome, broken,
-            extra={"action": "chain_broken", "run": run.pk},
-        )
-    return True
+    return True, broken
 
 
 def renewal_interval(lease_seconds: int) -> float:

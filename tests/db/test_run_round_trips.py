@@ -1,7 +1,8 @@
-"""A run's claim and finish send only the statements they need (issue 29; docs/performance.md,
+"""A run's claim, start and finish send only the statements they need (issue 29; docs/performance.md,
 "Statements per operation"): the claim is one ``UPDATE … RETURNING`` of the run, with no
-second read; the sweep of expired leases runs only when one has expired; a finish reads the
-run's event only when its outcome chains."""
+second read; on PostgreSQL the start and a quiet finish are one statement each; the sweep of expired
+leases runs only when one has expired; a finish reads the run's event only when its outcome
+chains."""
 
 from datetime import timedelta
 
@@ -11,12 +12,12 @@ from django.test.utils import CaptureQueriesContext
 
 from runtime.adapters.base import RunResult
 from runtime.clock import database_now
-from runtime.models import Run, RunStatus
+from runtime.models import JournalEntry, Run, RunStatus
 from runtime.preview_model import Preview
 from runtime.registry import get_registry
 from runtime.services import execution
 from runtime.services.planning import plan_pending
-from runtime.services.runs import claim_next_run, finish_run, start_run, waiting_work
+from runtime.services.runs import _finish_recorded, claim_next_run, finish_run, start_run, waiting_work
 from schedules.ticks import emit_due_ticks
 from tests.conftest import at
 from tests.helpers import tick
@@ -128,3 +129,89 @@ def test_a_finish_reads_the_event_only_when_the_outcome_chains():
         assert finish_run(run, RunResult("HEALTHY", True, exit_code=0), worker="w1", now=NOW)
     assert "runtime_event" not in " ".join(q["sql"] for q in queries if q["sql"].startswith("SELECT"))
     assert Run.objects.get(pk=run.pk).status == "succeeded"
+
+
+def started_entry(run_id: int) -> tuple:
+    entry = JournalEntry.objects.get(run_id=run_id, action="run_started")
+    return entry.at, entry.actor, entry.actor_name, entry.event_id, entry.proposal_id, entry.data
+
+
+def test_a_start_moves_the_run_to_running_and_journals_it_in_one_statement_on_postgresql():
+    queued_heartbeat()
+    run = claim_next_run(worker="w1", now=NOW, lease_seconds=60)
+    later = NOW + timedelta(seconds=1)
+    with CaptureQueriesContext(connection) as queries:
+        assert start_run(run, worker="w1", now=later) is True
+    # In the test's transaction: SQLite's BEGIN and COMMIT are its savepoints.
+    assert statements(queries) == (["WITH"] if connection.vendor == "postgresql" else ["UPDATE", "INSERT"])
+    assert Run.objects.filter(pk=run.pk).values_list("status", "started_at", "worker").get() == ("running", later, "w1")
+    assert started_entry(run.pk) == (later, "system", "", run.event_id, None, {"worker": "w1", "attempt": 1})
+
+
+@pytest.mark.parametrize("lost", ["another worker", "not claimed"])
+def test_a_start_after_the_lease_was_lost_changes_and_journals_nothing(lost):
+    queued_heartbeat()
+    run = claim_next_run(worker="w1", now=NOW, lease_seconds=60)
+    if lost == "another worker":
+        Run.objects.filter(pk=run.pk).update(worker="w2")
+    else:
+        Run.objects.filter(pk=run.pk).update(status=RunStatus.QUEUED)
+    assert start_run(run, worker="w1", now=NOW) is False
+    assert Run.objects.get(pk=run.pk).started_at is None
+    assert not JournalEntry.objects.filter(run_id=run.pk, action="run_started").exists()
+
+
+def running_heartbeat(slot: int = 0) -> Run:
+    """The heartbeat's run of its ``slot``-th slot from ``NOW``, claimed and started by ``w1`` (a
+    singleton: the run of the slot before must have ended)."""
+    emit_due_ticks(now=NOW + timedelta(minutes=5 * slot), registry=get_registry())
+    plan_pending(now=NOW + timedelta(minutes=5 * slot))
+    run = claim_next_run(worker="w1", now=NOW, lease_seconds=60)
+    assert start_run(run, worker="w1", now=NOW)
+    return run
+
+
+FINISHED = ("status", "finished_at", "lease_expires_at", "outcome", "reason", "summary", "result_data", "exit_code",
+            "stdout_path")
+RESULT = RunResult("HEALTHY", True, reason="", summary="all well", data={"checks": [1, "two"]}, exit_code=0,
+                   stdout_path="runs/1/health.json", extra={"stderrTail": "é"})
+
+
+def finished_entry(run_id: int) -> tuple:
+    entry = JournalEntry.objects.get(run_id=run_id, action="run_succeeded")
+    return entry.at, entry.actor, entry.actor_name, entry.proposal_id, entry.data
+
+
+def test_a_quiet_finish_is_one_statement_on_postgresql_and_writes_what_the_orm_path_writes():
+    quiet = running_heartbeat()
+    later = NOW + timedelta(seconds=3)
+    with CaptureQueriesContext(connection) as queries:
+        assert finish_run(quiet, RESULT, worker="w1", now=later) is True
+    if connection.vendor == "postgresql":
+        assert statements(queries) == ["WITH"]
+    through_orm = running_heartbeat(1)
+    assert _finish_recorded(through_orm, RESULT, RunStatus.SUCCEEDED, False, worker="w1", now=later,
+                            registry=get_registry()) == (True, None)
+    rows = {run.pk: Run.objects.filter(pk=run.pk).values_list(*FINISHED).get() for run in (quiet, through_orm)}
+    assert rows[quiet.pk] == rows[through_orm.pk] == (
+        "succeeded", later, None, "HEALTHY", "", "all well", {"checks": [1, "two"]}, 0, "runs/1/health.json")
+    assert finished_entry(quiet.pk) == finished_entry(through_orm.pk) == (
+        later, "system", "", None, {"outcome": "HEALTHY", "reason": "", "exitCode": 0, "stderrTail": "é"})
+    assert JournalEntry.objects.get(run_id=quiet.pk, action="run_succeeded").event_id == quiet.event_id
+
+
+def test_a_quiet_finish_without_data_or_exit_code_stores_nulls():
+    run = running_heartbeat()
+    assert finish_run(run, RunResult("HEALTHY", True, exit_code=None), worker="w1", now=NOW) is True
+    assert Run.objects.filter(pk=run.pk).values_list("result_data", "exit_code", "finished_at").get() == (None, None, NOW)
+    assert finished_entry(run.pk) == (NOW, "system", "", None, {"outcome": "HEALTHY", "reason": "", "exitCode": None})
+
+
+def test_a_finish_after_the_lease_was_lost_is_discarded_and_said(caplog):
+    run = running_heartbeat()
+    Run.objects.filter(pk=run.pk).update(worker="w2")
+    with caplog.at_level("WARNING", logger="runtime.services.runs"):
+        assert finish_run(run, RESULT, worker="w1", now=NOW) is False
+    assert Run.objects.get(pk=run.pk).status == "running"
+    assert not JournalEntry.objects.filter(run_id=run.pk, action="run_succeeded").exists()
+    assert [r.action for r in caplog.records if r.levelname == "WARNING"] == ["run_result_discarded"]
