@@ -158,11 +158,20 @@ class JsonFormatter(logging.Formatter):
 class RefusalWithoutTraceback(logging.Filter):
     """Drops the traceback Django attaches to its "Forbidden (Permission denied)" line: a refused
     request (a forged POST, a viewer's decision URL) is an expected answer, and its one line says
-    which path and person; a 20-line traceback made it read as a crash. The record is kept."""
+    which path and person; a 20-line traceback made it read as a crash. The record is kept.
+
+    Django's ``django.security.*`` lines (a ``Host`` this server does not serve, answered 400) are
+    a client's mistake, not the runtime's: they lose the traceback too and are written as
+    WARNING, not ERROR, so that a scanner probing the port does not look like a failing runtime.
+    (They are not mailed to ``DJANGO_ADMINS`` either: settings.LOGGING keeps that logger from
+    Django's ``mail_admins``.)"""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name == "django.request" and getattr(record, "status_code", None) == 403:
             record.exc_info, record.exc_text = None, None
+        elif record.name.startswith("django.security.") and getattr(record, "status_code", None) == 400:
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 

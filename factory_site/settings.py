@@ -232,7 +232,13 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": FACTORY_LOG_FORMAT,
                              "filters": ["refusal_without_traceback"]}},
     "root": {"handlers": ["console"], "level": env.log_level("FACTORY_LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # A request for a host this server does not serve is a client's 400 (anyone who can
+        # reach the port can send one): written once, as a warning, never mailed to ADMINS
+        # (Django's "django" logger mails every ERROR under it).
+        "django.security": {"handlers": ["console"], "propagate": False},
+    },
 }
 
 # --- the approval API and its OpenAPI description (docs/api.md) ---------------------------

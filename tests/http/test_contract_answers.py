@@ -131,6 +131,15 @@ def test_a_host_this_server_does_not_serve_is_a_json_400(route):
     }
 
 
+def test_a_bad_host_is_not_mailed_to_the_admins(settings):
+    from django.core import mail
+
+    settings.ADMINS = [("Operations", "ops@example.org")]
+    assert Client(HTTP_HOST="evil.example").post("/events").status_code == 400
+    assert mail.outbox == []
+    assert settings.LOGGING["loggers"]["django.security"] == {"handlers": ["console"], "propagate": False}
+
+
 @pytest.mark.parametrize("route", ["/api/proposals", "/api/schema/"])
 def test_the_approval_api_answers_a_bad_host_in_json_too(route):
     response = Client(HTTP_HOST="evil.example").get(route)

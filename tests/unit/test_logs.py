@@ -134,6 +134,21 @@ def test_any_other_record_keeps_its_traceback(name, status_code):
     assert "Traceback (most recent call last)" in logs.TextFormatter().format(line)
 
 
+def test_a_host_this_server_does_not_serve_is_a_warning_of_one_line():
+    try:
+        raise ValueError("Invalid HTTP_HOST header: 'evil.example'.")
+    except ValueError:
+        exc_info = sys.exc_info()
+    name = "django.security.DisallowedHost"
+    line = logging.getLogger(name).makeRecord(name, logging.ERROR, __file__, 1, "Invalid HTTP_HOST header: %s", ("'evil.example'",),
+                                              exc_info, extra={"status_code": 400})
+    line.created, line.process = CREATED, 4242
+    assert logs.RefusalWithoutTraceback().filter(line) is True
+    assert logs.TextFormatter().format(line) == (
+        "2025-11-30T21:00:03.250Z WARNING django.security.DisallowedHost[4242] Invalid HTTP_HOST header: 'evil.example' "
+        "status_code=400")
+
+
 def test_the_console_handler_drops_refusals_tracebacks():
     from django.conf import settings
 
