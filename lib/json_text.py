@@ -25,10 +25,14 @@ def _refuse_constant(name: str):
 
 def _finite_float(text: str) -> float:
     """A JSON number as a float; one too large for a double (``1e400``) is refused, not read as
-    infinity, which neither JSON nor PostgreSQL's jsonb can store."""
+    infinity, which neither JSON nor PostgreSQL's jsonb can store, and so is one too small for it
+    (``1e-400``), which would be stored as 0: a signed body's number is kept or refused, never
+    changed."""
     value = float(text)
     if math.isinf(value):
         raise ValueError(f"the number {text} is too large for a 64-bit float")
+    if value == 0 and any(digit in "123456789" for digit in text.partition("e")[0].partition("E")[0]):
+        raise ValueError(f"the number {text} is too small for a 64-bit float")
     return value
 
 
@@ -69,7 +73,7 @@ def decode_json(raw: bytes | str):
     """Parse strict JSON text (UTF-8 bytes or str) into Python values.
 
     Raises ``InvalidJson`` (code ``invalid_json``, status 422): bytes that are not UTF-8, text that
-    is not JSON, a key twice in one object, ``NaN``/``Infinity`` or a number beyond a double (``1e400``) (Python accepts them, JSON and PostgreSQL do not),
+    is not JSON, a key twice in one object, ``NaN``/``Infinity`` or a number beyond a double (``1e400``, ``1e-400``) (Python accepts them, JSON and PostgreSQL do not),
     integers too long to convert, nesting deeper than ``MAX_JSON_DEPTH``.
     """
     try:

@@ -13,6 +13,20 @@ def test_a_number_beyond_a_double_is_invalid_json(text):
     assert "too large for a 64-bit float" in refused.value.detail
 
 
+@pytest.mark.parametrize("text", ["1e-400", "-2.5E-999", '{"a": [0.0001e-330]}'])
+def test_a_nonzero_number_too_small_for_a_double_is_refused_not_stored_as_zero(text):
+    with pytest.raises(InvalidJson) as refused:
+        decode_json(text)
+    assert (refused.value.code, refused.value.status) == ("invalid_json", 422)
+    assert "too small for a 64-bit float" in refused.value.detail
+
+
+def test_zeros_written_any_way_and_the_smallest_doubles_are_kept():
+    assert decode_json('[0.0, -0.0, 0e-400, 0.000E+5, 5e-324, 2.2250738585072014e-308]') == [
+        0.0, -0.0, 0.0, 0.0, 5e-324, 2.2250738585072014e-308,
+    ]
+
+
 def test_large_but_finite_numbers_are_kept():
     assert decode_json('{"a": 1e308, "b": -2.5e-300, "c": 12345678901234567890}') == {
         "a": 1e308, "b": -2.5e-300, "c": 12345678901234567890,
