@@ -6,9 +6,9 @@ claimable: it waits in the queue, in order, and is claimed once the holder ends.
 claim's check is ``barrier_free_sql``, in the pick and, on SQLite, in the claim's update;
 the database has the last word (the partial unique constraint ``run_one_per_barrier``), so
 two workers that both saw the barrier free cannot both hold it: on PostgreSQL the second
-claim's update fails with IntegrityError once the first commits (``lost_barrier_race``
-tells that failure from any other), and on SQLite, whose writes are serial, the
-compare-and-swap update filtered by it claims nothing.
+claim fails with IntegrityError once the first commits (``run_statements.broke_barrier_constraint``
+tells that failure from any other by the constraint's name, and the claim is made again), and
+on SQLite, whose writes are serial, the compare-and-swap update filtered by it claims nothing.
 """
 
 from django.db import connection
@@ -25,13 +25,4 @@ def barrier_free_sql(alias: str) -> str:
     return (
         f"({alias}.barrier IS NULL OR NOT EXISTS (SELECT 1 FROM {table} held "
         f"WHERE held.barrier = {alias}.barrier AND held.status IN ({statuses})))"
-    )
-
-
-def lost_barrier_race(run_id: int) -> bool:
-    """Whether run ``run_id`` has a barrier that another run holds now: a claim of it that
-    failed the database's constraint lost the race to that run."""
-    barrier = Run.objects.filter(pk=run_id).values_list("barrier", flat=True).first()
-    return barrier is not None and (
-        Run.objects.filter(barrier=barrier, status__in=BARRIER_HOLDING_STATUSES).exclude(pk=run_id).exists()
     )

@@ -22,13 +22,18 @@ from runtime.preview_model import OPEN_STATUSES as OPEN_PREVIEW_STATUSES
 from runtime.preview_model import Preview
 from runtime.registry import Registry, get_registry
 
-from .barriers import barrier_free_sql, lost_barrier_race
+from .barriers import barrier_free_sql
 from .chains import ChainBroken, chain_envelopes
 from .idempotency import key_release_after_finish, release_after_finish, release_idempotency_key
 from .journal import entry_values, record, record_values
 from .outbox import write_outbox
 from .queue import next_claimable, serve_lane
-from .run_statements import finish_in_one_statement, start_in_one_statement
+from .run_statements import (
+    broke_barrier_constraint,
+    claim_in_one_statement,
+    finish_in_one_statement,
+    start_in_one_statement,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +94,8 @@ def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | N
     Returns the claimed run (attempt already counted) or None when no run is claimable.
     The next run is the oldest of the lane served longest ago (``runtime.services.queue``);
     a run whose barrier another run holds waits (``runtime.services.barriers``).
-    PostgreSQL locks the row with ``SELECT … FOR UPDATE SKIP LOCKED`` and tries again when
+    PostgreSQL picks, locks (``SELECT … FOR UPDATE SKIP LOCKED``), claims, serves the lane and
+    journals in one statement (``run_statements.claim_in_one_statement``) and tries again when
     another worker took the same barrier first; SQLite, which ignores row locks, claims
     with a compare-and-swap update and tries the next row when another worker won.
     """
@@ -98,15 +104,10 @@ def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | N
         while True:
             try:
                 with transaction.atomic(durable=True):
-                    found = next_claimable(lock=True)
-                    if found is None:
-                        return None
-                    run_id, lane = found
-                    run = _claim_row(run_id, worker=worker, now=now, lease_until=lease_until, if_claimable=False)
-                    serve_lane(lane)
-                    return _journal_claim(run, worker, now)
-            except IntegrityError:
-                if not lost_barrier_race(run_id):
+                    return claim_in_one_statement(worker=worker, now=instant_param(now),
+                                                  lease_until=instant_param(lease_until))
+            except IntegrityError as exc:
+                if not broke_barrier_constraint(exc):
                     raise
     while True:
         found = next_claimable(lock=False)

@@ -1,5 +1,6 @@
 """On PostgreSQL a run's claim locks the row it picks and commits on its own (docs/design.md §6;
-``runtime.services.runs.claim_next_run``): ``SELECT … FOR UPDATE SKIP LOCKED``, so two workers
+``runtime.services.runs.claim_next_run``): ``SELECT … FOR UPDATE SKIP LOCKED`` in the claim's one
+statement (``run_statements.claim_in_one_statement``), so two workers
 never pick one run and neither waits for the other, in a durable transaction, so a claim
 returned is a lease already committed."""
 
@@ -32,8 +33,10 @@ def test_a_claim_picks_its_run_with_a_row_lock_that_skips_locked_rows(registry_f
     with CaptureQueriesContext(connection) as queries:
         claimed = claim_next_run(worker="w1", now=database_now(), lease_seconds=60)
     assert (claimed.pk, claimed.status, claimed.worker, claimed.attempt) == (run.pk, RunStatus.CLAIMED, "w1", 1)
-    picks = [q["sql"] for q in queries if q["sql"].startswith("SELECT") and "runtime_run" in q["sql"]]
-    assert len(picks) == 1 and picks[0].endswith("LIMIT 1 FOR UPDATE OF run SKIP LOCKED"), picks
+    # The pick, the update, the lane and the entry: one statement (beside the clock's and the
+    # test's savepoints).
+    [claim] = [q["sql"] for q in queries if q["sql"].startswith("WITH")]
+    assert "ORDER BY COALESCE(lane.turn, 0), run.id LIMIT 1 FOR UPDATE OF run SKIP LOCKED)" in claim, claim
 
 
 @pytest.mark.django_db(transaction=True)  # a real transaction around the call, not the test's own
