@@ -5,10 +5,11 @@ With ``CONN_HEALTH_CHECKS`` Django sends a ``SELECT 1`` (PostgreSQL) before the 
 after each ``close_old_connections``: for the tick thread, the planning thread and the run
 worker, which ask the database about once a second, one more round trip a second each. A
 connection on which a step went through less than ``TRUSTED_SECONDS`` ago is used without that
-check. When the step then fails because the connection died under it (a server restart, a
-failover, a proxy's idle time-out), the connection is replaced and the step runs once more at
-once: a dropped connection costs the loop neither a log line nor a second, as the health check's
-silent replacement did not. Running a step once more is safe because every loop's step is: each
+check. When a step fails because the connection died under it (a server restart, a failover, a
+proxy's idle time-out) — a trusted one, or a checked one that died between its check and the
+step's statements — the connection is replaced and the step runs once more at once: a dropped
+connection costs the loop neither a log line nor a second, as the health check's silent
+replacement did not. Running a step once more is safe because every loop's step is: each
 is the next iteration, which the loop would otherwise start a second later (docs/design.md §5, §8).
 """
 
@@ -32,19 +33,18 @@ Result = TypeVar("Result")
 def step_on_connection(step: Callable[..., Result], *args, **kwargs) -> Result:
     """``step(*args, **kwargs)``'s result, on this thread's default connection: closed first when
     broken or older than ``CONN_MAX_AGE`` (``close_old_connections``), used without the health
-    check when trusted (``TRUSTED_SECONDS``), and replaced, with ``step`` run once more, when a
-    trusted connection fails dead. Raises what ``step`` raises otherwise (``DATABASE_ERRORS``
+    check when trusted (``TRUSTED_SECONDS``), and replaced, with ``step`` run once more, when the
+    step fails on a connection that turns out dead. Raises what ``step`` raises otherwise (``DATABASE_ERRORS``
     among it, for the loop's ``FailureStreak``)."""
     close_old_connections()
     wrapper = connections[DEFAULT_DB_ALIAS]
-    trusted = _trusted(wrapper)
-    if trusted:
+    if _trusted(wrapper):
         wrapper.health_check_done = True
     wrapper.loop_step_worked = None  # a step that fails leaves its connection to be checked
     try:
         result = step(*args, **kwargs)
     except DATABASE_ERRORS:
-        if not (trusted and _replaced_dead(wrapper)):
+        if not _replaced_dead(wrapper):
             raise
         result = step(*args, **kwargs)
     wrapper.loop_step_worked = time.monotonic()

@@ -133,6 +133,24 @@ def test_an_untrusted_connection_that_died_is_replaced_by_the_health_check_befor
 
 
 @postgresql_only
+def test_a_checked_connection_that_dies_before_the_steps_statement_is_replaced_and_the_step_run_once_more(
+        health_checks):
+    step_on_connection(one_statement)
+    connection.loop_step_worked = time.monotonic() - TRUSTED_SECONDS - 0.1  # checked first
+    calls = []
+
+    def dies_after_its_check():
+        calls.append(1)
+        if len(calls) == 1:
+            terminate(backend_pid())  # after Django's check: its first statement meets a dead backend
+        return backend_pid()
+
+    first = backend_pid()
+    assert step_on_connection(dies_after_its_check) != first
+    assert calls == [1, 1]
+
+
+@postgresql_only
 def test_a_step_that_fails_again_on_its_new_connection_raises():
     step_on_connection(one_statement)
     terminate(backend_pid())
