@@ -10,6 +10,7 @@ import json
 import os
 import re
 import socket
+import sqlite3
 import ssl
 import subprocess
 import sys
@@ -279,11 +280,29 @@ def established_by_process(port: int) -> list[int]:
     return sorted(counts)
 
 
+def wait_for_http_workers(database: Path, count: int, timeout: float = 40) -> None:
+    """Wait until ``count`` HTTP workers have registered their process rows in ``database`` (a
+    SQLite file), then half a second more for their first look at the listening socket."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with sqlite3.connect(database, timeout=10) as db:
+            rows = db.execute("SELECT COUNT(*) FROM ops_processrecord WHERE role = 'http'").fetchone()[0]
+        if rows >= count:
+            time.sleep(0.5)
+            return
+        assert time.monotonic() < deadline, f"{rows} of {count} HTTP workers registered within {timeout} s"
+        time.sleep(0.05)
+
+
 def test_thirty_two_kept_alive_clients_spread_evenly_over_two_http_workers(tmp_path):
     """gunicorn's workers share one listening socket; without the balancing accept the one the
     kernel runs first takes most connections (25/7 seen under load)."""
     with serving(tmp_path, http_workers=2) as (url, _):
         host, port = address(url)
+        # runserve listens before its workers are up, and one answering says nothing of the
+        # other: a worker still loading would leave every connection to the first (32/0 seen).
+        # Each registers its process row as it starts serving.
+        wait_for_http_workers(tmp_path / "factory.sqlite3", 2)
         clients = [socket.create_connection((host, port), timeout=15) for _ in range(32)]
         try:
             for sock in clients:
