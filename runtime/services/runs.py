@@ -115,25 +115,22 @@ def claim_next_run(*, worker: str, now: datetime, lease_seconds: int) -> Run | N
             return None
         run_id, lane = found
         with transaction.atomic():
-            run = _claim_row(run_id, worker=worker, now=now, lease_until=lease_until, if_claimable=True)
+            run = _claim_row(run_id, worker=worker, now=now, lease_until=lease_until)
             if run is not None:
                 serve_lane(lane)
                 return _journal_claim(run, worker, now)
 
 
-def _claim_row(run_id: int, *, worker: str, now: datetime, lease_until: datetime, if_claimable: bool) -> Run | None:
-    """Mark run ``run_id`` claimed by ``worker`` (its attempt counted, leased until
-    ``lease_until``) and return it as stored, in one ``UPDATE … RETURNING``: no second read
-    of the row. ``if_claimable`` (SQLite, which ignores row locks): only while it is still
-    queued and no other run holds its barrier, else None. Raises ``IntegrityError`` when
-    another run took its barrier or singleton meanwhile (PostgreSQL's constraints)."""
+def _claim_row(run_id: int, *, worker: str, now: datetime, lease_until: datetime) -> Run | None:
+    """SQLite, which ignores row locks: mark run ``run_id`` claimed by ``worker`` (its attempt
+    counted, leased until ``lease_until``) only while it is still queued and no other run holds
+    its barrier, and return it as stored, in one compare-and-swap ``UPDATE … RETURNING``; None
+    when another worker won. (PostgreSQL claims in ``run_statements.claim_in_one_statement``.)"""
     quote = connection.ops.quote_name
-    where = "run.id = %s"
-    if if_claimable:
-        where += f" AND run.status = '{RunStatus.QUEUED.value}' AND {barrier_free_sql('run')}"
     sql = (
         f"UPDATE {quote(Run._meta.db_table)} AS run SET status = %s, attempt = run.attempt + 1, claimed_at = %s,"
-        f" lease_expires_at = %s, worker = %s WHERE {where} RETURNING *"
+        f" lease_expires_at = %s, worker = %s WHERE run.id = %s AND run.status = '{RunStatus.QUEUED.value}'"
+        f" AND {barrier_free_sql('run')} RETURNING *"
     )
     params = [RunStatus.CLAIMED.value, instant_param(now), instant_param(lease_until), worker, run_id]
     return next(iter(Run.objects.raw(sql, params)), None)
